@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/actor"
+)
+
+// BudgetFraction is the share of the response timeout that a bounded method
+// receives as its budget, leaving the rest for the reply's trip back.
+const (
+	budgetNumerator   = 4
+	budgetDenominator = 5
+)
+
+// Call is one outgoing grain call as the reference resolved it.
+type Call struct {
+	// Target is the grain being called.
+	Target actor.GrainID
+	// Method describes the method being called.
+	Method *MethodDesc
+	// Timeout is the response timeout for this call: the per-call option,
+	// else the caller's default.
+	Timeout time.Duration
+	// Budget is the time the server may spend on a bounded method, measured
+	// from when the method starts; zero for unbounded methods.
+	Budget time.Duration
+	// Cancellable reports whether the caller's context can be cancelled;
+	// when false no cancellation machinery is set up on either side.
+	Cancellable bool
+	// PlacementHint names the silo that should host a new activation.
+	PlacementHint string
+}
+
+// Caller sends grain calls. The cluster client and the silo's own caller
+// implement it; generated references are built on one.
+type Caller interface {
+	// Call sends call with the encoded in message and decodes the reply
+	// into out. It returns ctx.Err() at once when ctx is cancelled, a
+	// *TimeoutError when no reply arrives within call.Timeout, and the
+	// grain's or the runtime's error otherwise.
+	Call(ctx context.Context, call Call, in, out proto.Message) error
+	// ResponseTimeout is the default response timeout of calls made
+	// through this caller.
+	ResponseTimeout() time.Duration
+}
+
+// Invoker continues an outgoing call; filters receive the next step as one.
+type Invoker func(ctx context.Context, call Call, in, out proto.Message) error
+
+// OutgoingFilter intercepts calls leaving a caller. It must call next to
+// send the call, or return without sending it.
+type OutgoingFilter func(ctx context.Context, call Call, in, out proto.Message, next Invoker) error
+
+// outgoingFilterer is implemented by callers that carry outgoing filters.
+type outgoingFilterer interface {
+	OutgoingFilters() []OutgoingFilter
+}
+
+// CallOption changes one call. Options are plain values, so passing them
+// allocates nothing.
+type CallOption struct {
+	timeout time.Duration
+	hint    string
+}
+
+// WithTimeout sets the response timeout of one call, overriding the
+// caller's default. It also shapes the budget of a bounded method.
+func WithTimeout(d time.Duration) CallOption { return CallOption{timeout: d} }
+
+// WithPlacementHint asks that a new activation of the target be placed on
+// the named silo when that silo is live. It has no effect on an active grain.
+func WithPlacementHint(silo string) CallOption { return CallOption{hint: silo} }
+
+// Ref is the untyped grain reference that generated references wrap. It is
+// a small value: copying it is cheap and safe.
+type Ref struct {
+	caller  Caller
+	id      actor.GrainID
+	filters []OutgoingFilter
+}
+
+// GrainID returns the identity of the referenced grain.
+func (r Ref) GrainID() actor.GrainID { return r.id }
+
+// Caller returns the caller the reference sends through.
+func (r Ref) Caller() Caller { return r.caller }
+
+// Invoke calls method m on the referenced grain. Generated methods call it;
+// it resolves the response timeout and, for bounded methods, the budget:
+// min(80% of the response timeout, the time left before ctx's deadline).
+// A context whose deadline has already passed fails with ErrBudgetExpired
+// before anything is sent.
+func (r Ref) Invoke(ctx context.Context, m *MethodDesc, in, out proto.Message, opts ...CallOption) error {
+	call := Call{Target: r.id, Method: m, Cancellable: ctx.Done() != nil}
+	for _, o := range opts {
+		if o.timeout > 0 {
+			call.Timeout = o.timeout
+		}
+		if o.hint != "" {
+			call.PlacementHint = o.hint
+		}
+	}
+	if call.Timeout <= 0 {
+		call.Timeout = r.caller.ResponseTimeout()
+	}
+	if m.Bounded {
+		budget, err := Budget(ctx, call.Timeout)
+		if err != nil {
+			return err
+		}
+		call.Budget = budget
+	}
+	if len(r.filters) == 0 {
+		// The direct path: no chain is built when nobody filters.
+		return r.caller.Call(ctx, call, in, out)
+	}
+	return chainOutgoing(r.filters, r.caller.Call)(ctx, call, in, out)
+}
+
+// Budget computes the budget of a bounded call: 80% of timeout, or the time
+// left before ctx's deadline when that is shorter. It fails with
+// ErrBudgetExpired when the deadline has already passed.
+func Budget(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	budget := timeout / budgetDenominator * budgetNumerator
+	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return 0, fmt.Errorf("%w: deadline passed %v ago", ErrBudgetExpired, -left)
+		}
+		if left < budget {
+			budget = left
+		}
+	}
+	return budget, nil
+}
+
+func chainOutgoing(filters []OutgoingFilter, last Invoker) Invoker {
+	next := last
+	for i := len(filters) - 1; i >= 0; i-- {
+		f, n := filters[i], next
+		next = func(ctx context.Context, call Call, in, out proto.Message) error {
+			return f(ctx, call, in, out, n)
+		}
+	}
+	return next
+}
