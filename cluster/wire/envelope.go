@@ -1,0 +1,324 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// ErrMalformed is wrapped by every error Unmarshal returns: the input is not a
+// valid encoding of an Envelope.
+var ErrMalformed = errors.New("wire: malformed envelope")
+
+// Kind says what an Envelope is. Values 16-31 are reserved for directory
+// messages and 32-47 for membership messages.
+type Kind int32
+
+// Kinds of envelope.
+const (
+	KindUnspecified Kind = 0 // the zero value; never sent on purpose
+	KindRequest     Kind = 1 // a call to a grain method
+	KindReply       Kind = 2 // the answer to the request with the same CallID
+	KindCancel      Kind = 3 // the caller gave up on the request with the same CallID
+)
+
+var kindNames = [...]string{"KIND_UNSPECIFIED", "REQUEST", "REPLY", "CANCEL"}
+
+// String returns the name used in wire.proto, or the number for values this
+// version does not know.
+func (k Kind) String() string {
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Status is the outcome carried by a reply.
+type Status int32
+
+// Statuses of a reply.
+const (
+	StatusOK               Status = 0 // the method returned normally
+	StatusAppError         Status = 1 // the method returned an error; Error holds its text
+	StatusUnknownGrainType Status = 2 // no grain type of that name is registered
+	StatusUnknownMethod    Status = 3 // the grain type has no method with that id
+	StatusBadRequest       Status = 4 // the request could not be decoded
+	StatusPanic            Status = 5 // the method panicked
+	StatusCancelled        Status = 6 // the caller cancelled the call
+	StatusTimeout          Status = 7 // the call's budget or response timeout expired
+	StatusUnavailable      Status = 8 // the target could not be reached
+	StatusOverloaded       Status = 9 // the callee refused the call for lack of capacity
+)
+
+var statusNames = [...]string{
+	"STATUS_OK", "APP_ERROR", "UNKNOWN_GRAIN_TYPE", "UNKNOWN_METHOD", "BAD_REQUEST",
+	"PANIC", "CANCELLED", "TIMEOUT", "UNAVAILABLE", "OVERLOADED",
+}
+
+// String returns the name used in wire.proto, or the number for values this
+// version does not know.
+func (s Status) String() string {
+	if s >= 0 && int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Field numbers, as in wire.proto.
+const (
+	fieldKind          protowire.Number = 1
+	fieldCallID        protowire.Number = 2
+	fieldGrainType     protowire.Number = 3
+	fieldGrainKey      protowire.Number = 4
+	fieldMethodID      protowire.Number = 5
+	fieldPayload       protowire.Number = 6
+	fieldPlacementHint protowire.Number = 7
+	fieldBudget        protowire.Number = 8
+	fieldCancellable   protowire.Number = 9
+	fieldTimeout       protowire.Number = 10
+	fieldStatus        protowire.Number = 11
+	fieldError         protowire.Number = 12
+)
+
+// fieldTypes is the wire type of each known field, indexed by field number.
+var fieldTypes = [...]protowire.Type{
+	fieldKind:          protowire.VarintType,
+	fieldCallID:        protowire.VarintType,
+	fieldGrainType:     protowire.BytesType,
+	fieldGrainKey:      protowire.BytesType,
+	fieldMethodID:      protowire.VarintType,
+	fieldPayload:       protowire.BytesType,
+	fieldPlacementHint: protowire.BytesType,
+	fieldBudget:        protowire.VarintType,
+	fieldCancellable:   protowire.VarintType,
+	fieldTimeout:       protowire.VarintType,
+	fieldStatus:        protowire.VarintType,
+	fieldError:         protowire.BytesType,
+}
+
+// Every field number is below 16, so every tag is one byte.
+func tag(num protowire.Number, typ protowire.Type) byte { return byte(num)<<3 | byte(typ) }
+
+// Envelope is one message on the wire. Which fields are meaningful depends on
+// Kind: a request uses the grain and call fields, a reply uses Status, Error and
+// Payload, a cancel uses only CallID. Zero values are not encoded (proto3).
+type Envelope struct {
+	Kind   Kind
+	CallID uint64
+
+	GrainType     string
+	GrainKey      string
+	MethodID      uint32
+	Payload       []byte // request or reply body; aliases the input after Unmarshal
+	PlacementHint string
+	Budget        time.Duration // remaining time the callee may spend; 0 means none
+	Timeout       time.Duration // the caller's response timeout; 0 means none
+	Cancellable   bool          // the caller may send a cancel for this call
+
+	Status Status
+	Error  string
+}
+
+// Reset clears every field, dropping references to any decoded frame.
+func (e *Envelope) Reset() { *e = Envelope{} }
+
+// AppendTo appends the protobuf encoding of e to b and returns the extended
+// slice. Fields are written in field-number order, as protobuf-go does. Strings
+// are not checked for valid UTF-8: a proto3 decoder, including Unmarshal,
+// rejects an envelope whose strings are not.
+func (e *Envelope) AppendTo(b []byte) []byte {
+	if e.Kind != 0 {
+		b = append(b, tag(fieldKind, protowire.VarintType))
+		b = protowire.AppendVarint(b, uint64(int64(e.Kind)))
+	}
+	if e.CallID != 0 {
+		b = append(b, tag(fieldCallID, protowire.VarintType))
+		b = protowire.AppendVarint(b, e.CallID)
+	}
+	if e.GrainType != "" {
+		b = appendString(b, fieldGrainType, e.GrainType)
+	}
+	if e.GrainKey != "" {
+		b = appendString(b, fieldGrainKey, e.GrainKey)
+	}
+	if e.MethodID != 0 {
+		b = append(b, tag(fieldMethodID, protowire.VarintType))
+		b = protowire.AppendVarint(b, uint64(e.MethodID))
+	}
+	if len(e.Payload) != 0 {
+		b = append(b, tag(fieldPayload, protowire.BytesType))
+		b = protowire.AppendVarint(b, uint64(len(e.Payload)))
+		b = append(b, e.Payload...)
+	}
+	if e.PlacementHint != "" {
+		b = appendString(b, fieldPlacementHint, e.PlacementHint)
+	}
+	if e.Budget != 0 {
+		b = append(b, tag(fieldBudget, protowire.VarintType))
+		b = protowire.AppendVarint(b, uint64(e.Budget))
+	}
+	if e.Cancellable {
+		b = append(b, tag(fieldCancellable, protowire.VarintType), 1)
+	}
+	if e.Timeout != 0 {
+		b = append(b, tag(fieldTimeout, protowire.VarintType))
+		b = protowire.AppendVarint(b, uint64(e.Timeout))
+	}
+	if e.Status != 0 {
+		b = append(b, tag(fieldStatus, protowire.VarintType))
+		b = protowire.AppendVarint(b, uint64(int64(e.Status)))
+	}
+	if e.Error != "" {
+		b = appendString(b, fieldError, e.Error)
+	}
+	return b
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	b = append(b, tag(num, protowire.BytesType))
+	b = protowire.AppendVarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// Unmarshal resets e and decodes b into it, following proto3 rules: the last
+// occurrence of a field wins, unknown fields are skipped, and a known field
+// number with an unexpected wire type is skipped like an unknown field (as
+// protobuf-go does). Malformed input (a bad tag, varint, length or group, or a
+// string that is not UTF-8) returns an error wrapping ErrMalformed and leaves e
+// partially filled. Payload aliases b.
+func (e *Envelope) Unmarshal(b []byte) error { return e.UnmarshalInterned(b, nil) }
+
+// UnmarshalInterned is Unmarshal, except that a grain type or placement hint
+// found in in is set to in's canonical string instead of a fresh copy, so
+// decoding it does not allocate. in may be nil.
+func (e *Envelope) UnmarshalInterned(b []byte, in *Interner) error {
+	*e = Envelope{}
+	for len(b) > 0 {
+		var num protowire.Number
+		var typ protowire.Type
+		if b[0] < 0x80 { // one-byte tag: every known field
+			num, typ = protowire.Number(b[0]>>3), protowire.Type(b[0]&7)
+			if num == 0 {
+				return malformed("field number 0")
+			}
+			b = b[1:]
+		} else {
+			var n int
+			num, typ, n = protowire.ConsumeTag(b)
+			if n < 0 {
+				return malformedTag(protowire.ParseError(n))
+			}
+			if num > protowire.MaxValidNumber {
+				return malformed("field number out of range")
+			}
+			b = b[n:]
+		}
+
+		var n int
+		switch {
+		case num > fieldError || fieldTypes[num] != typ:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return malformedField(num, protowire.ParseError(n))
+			}
+		case typ == protowire.VarintType:
+			var v uint64
+			v, n = consumeVarint(b)
+			if n < 0 {
+				return malformedField(num, protowire.ParseError(n))
+			}
+			switch num {
+			case fieldKind:
+				e.Kind = Kind(int32(v))
+			case fieldCallID:
+				e.CallID = v
+			case fieldMethodID:
+				e.MethodID = uint32(v)
+			case fieldBudget:
+				e.Budget = time.Duration(int64(v))
+			case fieldCancellable:
+				e.Cancellable = v != 0
+			case fieldTimeout:
+				e.Timeout = time.Duration(int64(v))
+			case fieldStatus:
+				e.Status = Status(int32(v))
+			}
+		default: // a known length-delimited field
+			var v []byte
+			v, n = protowire.ConsumeBytes(b)
+			if n < 0 {
+				return malformedField(num, protowire.ParseError(n))
+			}
+			if num == fieldPayload {
+				e.Payload = nil
+				if len(v) != 0 {
+					e.Payload = v[:len(v):len(v)] // a caller's append must not reach the next field
+				}
+				break
+			}
+			if !utf8.Valid(v) {
+				return malformed(fmt.Sprintf("field %d: invalid UTF-8", num))
+			}
+			switch num {
+			case fieldGrainType:
+				e.GrainType = in.intern(v)
+			case fieldGrainKey:
+				e.GrainKey = string(v)
+			case fieldPlacementHint:
+				e.PlacementHint = in.intern(v)
+			case fieldError:
+				e.Error = string(v)
+			}
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// consumeVarint has a fast path for the one-byte varints that most fields are.
+func consumeVarint(b []byte) (uint64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	return protowire.ConsumeVarint(b)
+}
+
+func malformed(what string) error { return fmt.Errorf("%w: %s", ErrMalformed, what) }
+
+func malformedTag(err error) error { return fmt.Errorf("%w: tag: %v", ErrMalformed, err) }
+
+func malformedField(num protowire.Number, err error) error {
+	return fmt.Errorf("%w: field %d: %v", ErrMalformed, num, err)
+}
+
+// Interner holds canonical copies of strings that recur in envelopes, such as
+// grain type names and silo ids. It is filled once by NewInterner and read-only
+// afterwards, so it is safe for concurrent use without locks. Only strings given
+// to NewInterner are interned: input from the network never grows it.
+type Interner struct {
+	m map[string]string
+}
+
+// NewInterner returns an Interner holding values.
+func NewInterner(values ...string) *Interner {
+	in := &Interner{m: make(map[string]string, len(values))}
+	for _, v := range values {
+		in.m[v] = v
+	}
+	return in
+}
+
+// intern returns the canonical string equal to b, or a fresh copy of b when in is
+// nil or does not hold it. The map lookup converts b without allocating.
+func (in *Interner) intern(b []byte) string {
+	if in != nil {
+		if s, ok := in.m[string(b)]; ok {
+			return s
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,210 @@
+package wire
+
+import (
+	"errors"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+func sampleRequest() Envelope {
+	return Envelope{
+		Kind:          KindRequest,
+		CallID:        300,
+		GrainType:     "ratelimit.TokenBucket",
+		GrainKey:      "tenant-42",
+		MethodID:      7,
+		Payload:       []byte("0123456789abcdef0123456789abcdef0123456789abcdef"),
+		PlacementHint: "silo-1",
+		Budget:        80 * time.Millisecond,
+		Cancellable:   true,
+		Timeout:       100 * time.Millisecond,
+	}
+}
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	for _, e := range []Envelope{
+		{},
+		sampleRequest(),
+		{Kind: KindReply, CallID: 1, Status: StatusAppError, Error: "no quota", Payload: []byte{0}},
+		{Kind: KindCancel, CallID: 1<<64 - 1},
+		{Kind: -1, Status: -5, Budget: -1, Timeout: -time.Second},
+		{Kind: 16}, // a directory kind this version does not name
+	} {
+		var got Envelope
+		require.NoError(t, got.Unmarshal(e.AppendTo(nil)))
+		assert.Equal(t, e, got)
+	}
+}
+
+func TestEnvelopeAppendToAppends(t *testing.T) {
+	e := Envelope{Kind: KindCancel, CallID: 5}
+	b := e.AppendTo([]byte("prefix"))
+	assert.Equal(t, "prefix\x08\x03\x10\x05", string(b))
+}
+
+func TestEnvelopeUnmarshalResets(t *testing.T) {
+	e := sampleRequest()
+	require.NoError(t, e.Unmarshal([]byte{0x10, 0x09}))
+	assert.Equal(t, Envelope{CallID: 9}, e)
+	e = sampleRequest()
+	e.Reset()
+	assert.Equal(t, Envelope{}, e)
+}
+
+func TestEnvelopePayloadAliasesInput(t *testing.T) {
+	req := sampleRequest()
+	frame := req.AppendTo(nil)
+	var e Envelope
+	require.NoError(t, e.Unmarshal(frame))
+	require.NotEmpty(t, e.Payload)
+	assert.Equal(t, len(e.Payload), cap(e.Payload), "append must not overwrite the following fields")
+	// Payload points into frame.
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(frame)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(e.Payload)))
+	assert.True(t, p >= start && p < start+uintptr(len(frame)))
+}
+
+func TestEnvelopeUnmarshalProto3Rules(t *testing.T) {
+	b := []byte{}
+	b = protowire.AppendTag(b, 1, protowire.VarintType)
+	b = protowire.AppendVarint(b, 1)
+	// Unknown fields of every wire type are skipped.
+	b = protowire.AppendTag(b, 99, protowire.VarintType)
+	b = protowire.AppendVarint(b, 1<<40)
+	b = protowire.AppendTag(b, 100, protowire.Fixed32Type)
+	b = protowire.AppendFixed32(b, 1)
+	b = protowire.AppendTag(b, 101, protowire.Fixed64Type)
+	b = protowire.AppendFixed64(b, 1)
+	b = protowire.AppendTag(b, 102, protowire.BytesType)
+	b = protowire.AppendBytes(b, []byte("skip me"))
+	b = protowire.AppendTag(b, 103, protowire.StartGroupType)
+	b = protowire.AppendTag(b, 1, protowire.VarintType)
+	b = protowire.AppendVarint(b, 5)
+	b = protowire.AppendTag(b, 103, protowire.EndGroupType)
+	// A known field with the wrong wire type is treated as unknown.
+	b = protowire.AppendTag(b, 4, protowire.VarintType)
+	b = protowire.AppendVarint(b, 3)
+	// The last occurrence wins.
+	b = protowire.AppendTag(b, 2, protowire.VarintType)
+	b = protowire.AppendVarint(b, 1)
+	b = protowire.AppendTag(b, 2, protowire.VarintType)
+	b = protowire.AppendVarint(b, 2)
+	// Any non-zero varint is true.
+	b = protowire.AppendTag(b, 9, protowire.VarintType)
+	b = protowire.AppendVarint(b, 1<<33)
+
+	var e Envelope
+	require.NoError(t, e.Unmarshal(b))
+	assert.Equal(t, Envelope{Kind: KindRequest, CallID: 2, Cancellable: true}, e)
+}
+
+func TestEnvelopeUnmarshalMalformed(t *testing.T) {
+	for name, b := range map[string][]byte{
+		"truncated tag":          {0x80},
+		"field number 0":         {0x00, 0x01},
+		"field number too large": protowire.AppendTag(nil, protowire.MaxValidNumber+1, protowire.VarintType),
+		"truncated varint":       {0x10, 0x80},
+		"varint overflow":        {0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
+		"length past end":        {0x32, 0x05, 'a'},
+		"truncated fixed32":      {0x0d, 0x00},
+		"wire type 6":            {0x0e},
+		"wire type 7":            {0x0f},
+		"lone end group":         {0x0c},
+		"unterminated group":     {0x0b, 0x08, 0x01},
+		"invalid UTF-8 key":      {0x22, 0x01, 0xff},
+		"invalid UTF-8 error":    {0x62, 0x02, 0xc3, 0x28},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var e Envelope
+			err := e.Unmarshal(b)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, ErrMalformed), "%v", err)
+		})
+	}
+}
+
+func TestInterner(t *testing.T) {
+	canonical := "ratelimit.TokenBucket"
+	in := NewInterner(canonical, "silo-1")
+	req := sampleRequest()
+	frame := req.AppendTo(nil)
+
+	var e Envelope
+	require.NoError(t, e.UnmarshalInterned(frame, in))
+	assert.Equal(t, unsafe.StringData(canonical), unsafe.StringData(e.GrainType), "known type is the canonical string")
+	assert.Equal(t, "silo-1", e.PlacementHint)
+
+	other := Envelope{GrainType: "unregistered"}
+	require.NoError(t, e.UnmarshalInterned(other.AppendTo(nil), in))
+	assert.Equal(t, "unregistered", e.GrainType)
+	require.NoError(t, e.UnmarshalInterned(frame, nil))
+	assert.Equal(t, canonical, e.GrainType)
+}
+
+func TestEnvelopeAllocations(t *testing.T) {
+	req := sampleRequest()
+	frame := req.AppendTo(nil)
+	buf := make([]byte, 0, 256)
+	in := NewInterner(req.GrainType, req.PlacementHint)
+	var e Envelope
+
+	assert.Zero(t, testing.AllocsPerRun(100, func() { buf = req.AppendTo(buf[:0]) }), "encode")
+	assert.Equal(t, 3.0, testing.AllocsPerRun(100, func() { _ = e.Unmarshal(frame) }), "decode: three strings")
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = e.UnmarshalInterned(frame, in) }), "decode interned: only the key")
+
+	reply := Envelope{Kind: KindReply, CallID: 300, Payload: req.Payload}
+	replyFrame := reply.AppendTo(nil)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = e.Unmarshal(replyFrame) }), "decode reply")
+}
+
+func TestKindAndStatusString(t *testing.T) {
+	assert.Equal(t, "REQUEST", KindRequest.String())
+	assert.Equal(t, "Kind(16)", Kind(16).String())
+	assert.Equal(t, "OVERLOADED", StatusOverloaded.String())
+	assert.Equal(t, "Status(-1)", Status(-1).String())
+}
+
+func BenchmarkEnvelopeAppendTo(b *testing.B) {
+	req := sampleRequest()
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = req.AppendTo(buf[:0])
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+func BenchmarkEnvelopeUnmarshal(b *testing.B) {
+	req := sampleRequest()
+	frame := req.AppendTo(nil)
+	in := NewInterner(req.GrainType, req.PlacementHint)
+	var e Envelope
+	b.Run("request", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(frame)))
+		for b.Loop() {
+			_ = e.Unmarshal(frame)
+		}
+	})
+	b.Run("request-interned", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(frame)))
+		for b.Loop() {
+			_ = e.UnmarshalInterned(frame, in)
+		}
+	})
+	reply := Envelope{Kind: KindReply, CallID: 300, Payload: req.Payload}
+	replyFrame := reply.AppendTo(nil)
+	b.Run("reply", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(replyFrame)))
+		for b.Loop() {
+			_ = e.Unmarshal(replyFrame)
+		}
+	})
+}
