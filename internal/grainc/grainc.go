@@ -1,0 +1,282 @@
+package grainc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/bufbuild/protocompile"
+	"github.com/bufbuild/protocompile/linker"
+	gengo "google.golang.org/protobuf/cmd/protoc-gen-go/internal_gengo"
+	"google.golang.org/protobuf/compiler/protogen"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/pluginpb"
+
+	"github.com/granary-go/granary/proxy/granarypb"
+)
+
+// Errors reported by Generate, wrapped with the file or method at fault.
+var (
+	// ErrCompile reports a proto file that does not compile, including one
+	// whose imports cannot be found.
+	ErrCompile = errors.New("grainc: compile error")
+	// ErrUnsupported reports a contract feature grains do not support, such
+	// as a streaming method.
+	ErrUnsupported = errors.New("grainc: unsupported")
+	// ErrMethodIDCollision reports two methods of one service whose ids
+	// collide; renaming either method resolves it.
+	ErrMethodIDCollision = errors.New("grainc: method id collision")
+	// ErrOptions reports unusable Options.
+	ErrOptions = errors.New("grainc: invalid options")
+)
+
+// Options says what to generate and where the sources are.
+type Options struct {
+	// Files are the proto files to generate code for, named as imports
+	// name them: slash-separated and relative to an import path.
+	Files []string
+
+	// ImportPaths are searched in order for proto files, like protoc's -I.
+	// An entry is a directory, or PREFIX=DIR to serve the files whose
+	// import path starts with PREFIX/ from DIR; the latter lets a file be
+	// compiled under a path that differs from where it lives, as
+	// granary/options.proto does. Empty means the current directory.
+	ImportPaths []string
+
+	// Parameter is the plugin parameter as protoc-gen-go takes it, for
+	// example "paths=source_relative".
+	Parameter string
+
+	// Open opens a file found on an import path. Nil means os.Open; tests
+	// supply sources from memory.
+	Open func(name string) (io.ReadCloser, error)
+}
+
+// Generate compiles opts.Files and returns the generated files keyed by the
+// path each should be written to. With paths=source_relative a file is
+// placed next to the proto it came from, found through the import path
+// that supplied it; otherwise it is placed at its generated name, relative
+// to the current directory, as protoc --go_out=. would place it.
+func Generate(opts Options) (map[string][]byte, error) {
+	if len(opts.Files) == 0 {
+		return nil, fmt.Errorf("%w: no proto files given", ErrOptions)
+	}
+	roots, err := parseImportPaths(opts.ImportPaths)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]string, len(opts.Files))
+	for i, name := range opts.Files {
+		if files[i], err = cleanProtoPath(name); err != nil {
+			return nil, err
+		}
+	}
+
+	src := &sourceResolver{roots: roots, open: opts.Open, found: make(map[string]string)}
+	compiler := protocompile.Compiler{
+		Resolver: protocompile.WithStandardImports(src),
+		// Comments of services and methods carry over to generated code.
+		SourceInfoMode: protocompile.SourceInfoStandard,
+	}
+	compiled, err := compiler.Compile(context.Background(), files...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+
+	req := &pluginpb.CodeGeneratorRequest{
+		FileToGenerate: files,
+		Parameter:      &opts.Parameter,
+		// CompilerVersion stays unset on purpose: the header then names no
+		// compiler version that could differ between machines.
+		ProtoFile: topologicalProtos(compiled),
+	}
+	gen, err := protogen.Options{}.New(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	gen.SupportedFeatures = gengo.SupportedFeatures
+	gen.SupportedEditionsMinimum = gengo.SupportedEditionsMinimum
+	gen.SupportedEditionsMaximum = gengo.SupportedEditionsMaximum
+
+	bounded := boundedExtension(gen)
+	for _, f := range gen.Files {
+		if !f.Generate {
+			continue
+		}
+		gengo.GenerateFile(gen, f)
+		if len(f.Services) > 0 {
+			if err := generateGrainFile(gen, f, bounded); err != nil {
+				return nil, err
+			}
+		}
+	}
+	resp := gen.Response()
+	if resp.Error != nil {
+		return nil, fmt.Errorf("grainc: %s", resp.GetError())
+	}
+
+	sourceRelative := strings.Contains(","+opts.Parameter+",", ",paths=source_relative,")
+	out := make(map[string][]byte, len(resp.File))
+	for _, rf := range resp.File {
+		name := filepath.FromSlash(rf.GetName())
+		if sourceRelative {
+			if name, err = besideSource(gen, src, rf.GetName()); err != nil {
+				return nil, err
+			}
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%w: two generated files share the path %s", ErrOptions, name)
+		}
+		out[name] = []byte(rf.GetContent())
+	}
+	return out, nil
+}
+
+// besideSource returns where a source-relative output belongs: in the
+// directory of the proto file that produced it.
+func besideSource(gen *protogen.Plugin, src *sourceResolver, name string) (string, error) {
+	// Source-relative names keep the proto's directory, so the proto is the
+	// generated file whose prefix is the longest prefix of name.
+	var proto string
+	for _, f := range gen.Files {
+		if f.Generate && strings.HasPrefix(name, f.GeneratedFilenamePrefix) && len(f.Desc.Path()) > len(proto) {
+			proto = f.Desc.Path()
+		}
+	}
+	disk, ok := src.location(proto)
+	if !ok {
+		return "", fmt.Errorf("%w: %s is built in, not read from an import path; map its directory with -I %s=DIR to regenerate it",
+			ErrOptions, proto, path.Dir(proto))
+	}
+	return filepath.Join(filepath.Dir(disk), path.Base(name)), nil
+}
+
+// topologicalProtos lists the compiled files and all their dependencies,
+// each after everything it imports, as protoc lists them for a plugin.
+func topologicalProtos(files linker.Files) []*descriptorpb.FileDescriptorProto {
+	var (
+		out  []*descriptorpb.FileDescriptorProto
+		seen = make(map[string]bool)
+		add  func(fd protoreflect.FileDescriptor)
+	)
+	add = func(fd protoreflect.FileDescriptor) {
+		if seen[fd.Path()] {
+			return
+		}
+		seen[fd.Path()] = true
+		imports := fd.Imports()
+		for i := 0; i < imports.Len(); i++ {
+			add(imports.Get(i).FileDescriptor)
+		}
+		out = append(out, protodesc.ToFileDescriptorProto(fd))
+	}
+	for _, f := range files {
+		add(f)
+	}
+	return out
+}
+
+// importRoot is one entry of Options.ImportPaths.
+type importRoot struct {
+	prefix string // import path prefix without the trailing slash; "" for all
+	dir    string
+}
+
+func parseImportPaths(paths []string) ([]importRoot, error) {
+	if len(paths) == 0 {
+		return []importRoot{{dir: "."}}, nil
+	}
+	roots := make([]importRoot, 0, len(paths))
+	for _, p := range paths {
+		prefix, dir, mapped := strings.Cut(p, "=")
+		if !mapped {
+			prefix, dir = "", p
+		}
+		prefix = strings.Trim(prefix, "/")
+		if dir == "" || (mapped && prefix == "") {
+			return nil, fmt.Errorf("%w: import path %q: want DIR or PREFIX=DIR", ErrOptions, p)
+		}
+		roots = append(roots, importRoot{prefix: prefix, dir: dir})
+	}
+	return roots, nil
+}
+
+// cleanProtoPath checks that name is a relative, slash-separated import
+// path, since that is what a generated file registers.
+func cleanProtoPath(name string) (string, error) {
+	clean := path.Clean(filepath.ToSlash(name))
+	if path.IsAbs(clean) || filepath.IsAbs(name) || clean == ".." || strings.HasPrefix(clean, "../") || !strings.HasSuffix(clean, ".proto") {
+		return "", fmt.Errorf("%w: %q: want a .proto path relative to an import path", ErrOptions, name)
+	}
+	return clean, nil
+}
+
+// sourceResolver finds proto sources on the import paths, then falls back
+// to the built-in granary/options.proto. It records where each file was
+// found so that outputs can be placed beside their sources.
+type sourceResolver struct {
+	roots []importRoot
+	open  func(name string) (io.ReadCloser, error)
+
+	mu    sync.Mutex // the compiler resolves files concurrently
+	found map[string]string
+}
+
+func (r *sourceResolver) FindFileByPath(name string) (protocompile.SearchResult, error) {
+	for _, root := range r.roots {
+		rel := name
+		if root.prefix != "" {
+			var ok bool
+			if rel, ok = strings.CutPrefix(name, root.prefix+"/"); !ok {
+				continue
+			}
+		}
+		disk := filepath.Join(root.dir, filepath.FromSlash(rel))
+		f, err := r.openFile(disk)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return protocompile.SearchResult{}, err
+		}
+		r.mu.Lock()
+		r.found[name] = disk
+		r.mu.Unlock()
+		return protocompile.SearchResult{Source: f}, nil
+	}
+	if name == granarypb.OptionsProtoPath {
+		return protocompile.SearchResult{Source: strings.NewReader(granarypb.OptionsProto())}, nil
+	}
+	dirs := make([]string, len(r.roots))
+	for i, root := range r.roots {
+		dirs[i] = root.dir
+		if root.prefix != "" {
+			dirs[i] = root.prefix + "=" + root.dir
+		}
+	}
+	return protocompile.SearchResult{}, fmt.Errorf("%s not found in import paths %s: %w", name, strings.Join(dirs, ", "), fs.ErrNotExist)
+}
+
+func (r *sourceResolver) openFile(name string) (io.ReadCloser, error) {
+	if r.open != nil {
+		return r.open(name)
+	}
+	return os.Open(name)
+}
+
+// location returns where on disk the proto file name was read from.
+func (r *sourceResolver) location(name string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	disk, ok := r.found[name]
+	return disk, ok
+}
