@@ -1,0 +1,278 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+)
+
+// Messages an activation's mailbox carries besides *Request.
+type (
+	activateMsg   struct{}
+	deactivateMsg struct {
+		reason string
+		idle   bool // only deactivate if still idle when the turn runs
+	}
+	// turnFunc runs a callback (a timer tick, a cancel notification, a
+	// state flush) inside a turn.
+	turnFunc func()
+)
+
+type activationState int32
+
+const (
+	stateActivating activationState = iota
+	stateValid
+	stateDead   // deactivated normally: requests still in the mailbox are re-delivered
+	stateFailed // activation failed: requests still in the mailbox fail with the cause
+)
+
+// activation is one live grain: a protoactor actor whose Receive is the
+// turn loop. All fields except the atomics are touched only inside turns.
+type activation struct {
+	host          *Host
+	kind          *Kind
+	id            GrainID
+	gc            *Context
+	pid           *protoactor.PID
+	collectionAge time.Duration
+
+	state       activationState
+	failure     error
+	grain       any
+	record      StateRecord
+	current     *Request  // the request whose turn is running
+	deferredNow *Deferred // set when the running method deferred its reply
+	deactivate  bool      // DeactivateOnIdle was called in this turn
+	timers      map[*Timer]struct{}
+
+	gone       atomic.Bool  // no more posts: the actor is stopping
+	lastActive atomic.Int64 // unix nanos of the last request turn
+
+	pendingMu sync.Mutex
+	pending   map[*Deferred]struct{} // deferred replies not yet answered
+}
+
+// post enqueues a message unless the actor is already stopping.
+func (a *activation) post(msg any) bool {
+	if a.gone.Load() {
+		return false
+	}
+	a.host.system.Root.Send(a.pid, msg)
+	return true
+}
+
+func (a *activation) idleFor(now time.Time) time.Duration {
+	return now.Sub(time.Unix(0, a.lastActive.Load()))
+}
+
+// Receive is the activation's turn: protoactor calls it for one message at
+// a time.
+func (a *activation) Receive(c protoactor.Context) {
+	switch msg := c.Message().(type) {
+	case *Request:
+		a.onRequest(msg)
+	case turnFunc:
+		if a.state == stateValid {
+			msg()
+			a.afterTurn()
+		}
+	case activateMsg:
+		a.activate()
+	case deactivateMsg:
+		if a.state == stateValid && (!msg.idle || a.idleNow()) {
+			a.deactivateNow(msg.reason)
+		}
+	}
+}
+
+func (a *activation) idleNow() bool {
+	if a.idleFor(a.host.clock.Now()) < a.collectionAge {
+		return false
+	}
+	a.pendingMu.Lock()
+	defer a.pendingMu.Unlock()
+	return len(a.pending) == 0
+}
+
+func (a *activation) activate() {
+	h := a.host
+	ctx, cancel := context.WithTimeout(context.Background(), h.opts.ActivationTimeout)
+	defer cancel()
+	err := a.safely(func() error {
+		a.grain = a.kind.New(a.id)
+		if h.store != nil {
+			if st, ok := a.grain.(Stateful); ok {
+				rec, data, err := h.store.OpenState(ctx, a.id, a.schedule, st.SaveState)
+				if err != nil {
+					return fmt.Errorf("load state: %w", err)
+				}
+				a.record = rec
+				if data != nil {
+					if err := st.LoadState(data); err != nil {
+						return fmt.Errorf("decode state: %w", err)
+					}
+				}
+			}
+		}
+		if act, ok := a.grain.(Activator); ok {
+			return act.OnActivate(ctx, a.gc)
+		}
+		return nil
+	})
+	if err != nil {
+		h.stats.activationFailures.Add(1)
+		h.log.Warn("activation failed", slog.String("grain", a.id.String()), slog.Any("err", err))
+		a.failure = fmt.Errorf("%w: %s: %w", ErrActivation, a.id, err)
+		a.state = stateFailed
+		if a.record != nil {
+			_ = a.record.Close(ctx)
+		}
+		a.finish()
+		return
+	}
+	a.state = stateValid
+}
+
+// schedule is handed to persistence: it runs fn in a later turn.
+func (a *activation) schedule(fn func()) bool { return a.post(turnFunc(fn)) }
+
+func (a *activation) onRequest(req *Request) {
+	switch a.state {
+	case stateDead:
+		a.host.Deliver(req) // re-route to the grain's next activation
+		return
+	case stateFailed:
+		req.Reply.Reply(req, nil, a.failure)
+		return
+	}
+	h := a.host
+	if req.Ctx != nil && req.Ctx.Err() != nil {
+		// The caller cancelled while this request waited in the mailbox:
+		// it is dropped without running.
+		h.stats.skippedCancelled.Add(1)
+		req.Reply.Reply(req, nil, req.Ctx.Err())
+		return
+	}
+	now := h.clock.Now()
+	a.lastActive.Store(now.UnixNano())
+
+	var ctx context.Context = context.Background()
+	if req.Ctx != nil || req.Budget > 0 {
+		cc := &callContext{Context: context.Background(), budget: req.Budget}
+		if req.Ctx != nil {
+			cc.Context = req.Ctx
+		}
+		if req.Budget > 0 {
+			cc.deadline = now.Add(req.Budget)
+		}
+		ctx = cc
+	}
+
+	a.current = req
+	a.deferredNow = nil
+	h.stats.invocations.Add(1)
+	var reply proto.Message
+	err := a.safely(func() error {
+		var err error
+		reply, err = a.kind.Dispatcher.Dispatch(ctx, a.grain, req.MethodID, req.Payload)
+		return err
+	})
+	deferred := a.deferredNow
+	a.current, a.deferredNow = nil, nil
+
+	var panicked *panicError
+	switch {
+	case errors.As(err, &panicked):
+		h.stats.panics.Add(1)
+		h.log.Error("grain method panicked", slog.String("grain", a.id.String()),
+			slog.Uint64("method", uint64(req.MethodID)), slog.Any("panic", panicked.value), slog.String("stack", panicked.stack))
+		if deferred != nil {
+			deferred.Reply(nil, err)
+		} else {
+			req.Reply.Reply(req, nil, err)
+		}
+		a.deactivateNow("panic")
+		return
+	case deferred != nil:
+		// The grain answers later through the Deferred.
+	default:
+		req.Reply.Reply(req, reply, err)
+	}
+	a.afterTurn()
+}
+
+// afterTurn runs what a turn asked for once it ends.
+func (a *activation) afterTurn() {
+	if a.deactivate {
+		a.deactivate = false
+		a.deactivateNow("requested by grain")
+	}
+}
+
+// deactivateNow runs the deactivation sequence inside the current turn.
+func (a *activation) deactivateNow(reason string) {
+	h := a.host
+	ctx, cancel := context.WithTimeout(context.Background(), h.opts.DeactivationTimeout)
+	defer cancel()
+	for t := range a.timers {
+		t.stop()
+	}
+	a.timers = nil
+	a.pendingMu.Lock()
+	pending := a.pending
+	a.pending = nil
+	a.pendingMu.Unlock()
+	for d := range pending {
+		d.Reply(nil, ErrDeactivated)
+	}
+	if d, ok := a.grain.(Deactivator); ok {
+		if err := a.safely(func() error { return d.OnDeactivate(ctx, a.gc) }); err != nil {
+			h.log.Warn("OnDeactivate failed", slog.String("grain", a.id.String()), slog.Any("err", err))
+		}
+	}
+	if a.record != nil {
+		if err := a.record.Close(ctx); err != nil {
+			h.log.Warn("final state flush failed", slog.String("grain", a.id.String()), slog.Any("err", err))
+		}
+	}
+	a.state = stateDead
+	h.stats.deactivations.Add(1)
+	h.log.Debug("deactivated", slog.String("grain", a.id.String()), slog.String("reason", reason))
+	a.finish()
+}
+
+// finish removes the activation from the catalog and stops its actor after
+// every message already in its mailbox: those are re-delivered or failed by
+// onRequest, since nothing new can reach a removed activation.
+func (a *activation) finish() {
+	a.host.remove(a)
+	a.gone.Store(true)
+	a.host.system.Root.Poison(a.pid)
+}
+
+type panicError struct {
+	value any
+	stack string
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("%v: %v", ErrPanic, p.value) }
+func (p *panicError) Unwrap() error { return ErrPanic }
+
+// safely runs grain code, turning a panic into an error.
+func (a *activation) safely(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{value: r, stack: string(debug.Stack())}
+		}
+	}()
+	return fn()
+}

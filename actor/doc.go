@@ -1,0 +1,35 @@
+// Package actor is granary's grain programming model: grain identities,
+// lifecycle hooks, the grain Context, and the Host that keeps one
+// activation per grain on a silo.
+//
+// # Activations and turns
+//
+// A grain is addressed by a GrainID and activated on its first request. Each
+// activation runs on its own protoactor-go actor and processes one message
+// at a time (a turn): requests, timer ticks, cancel notifications and state
+// flushes all arrive through the same mailbox, so grain state needs no
+// locks. Turns are not re-entrant: a request starts only after the previous
+// one returned.
+//
+// A grain method must not block its turn waiting for something else. Work
+// that waits keeps a Deferred (Context.Defer) and answers from a later turn.
+//
+// # Budgets and cancellation
+//
+// Bounded methods receive a budget (Budget) measured from when the method
+// starts. A budget is data, not a timer: a method that answers at once
+// costs nothing, and only code that waits arms a deadline, typically with
+// Context.AfterFunc. Calls from callers that can cancel carry a context
+// that is cancelled when the caller gives up; a request still queued when
+// that happens is dropped without running.
+//
+// # Lifecycle
+//
+// The first turn of an activation loads stored state (Stateful) and runs
+// OnActivate (Activator). An activation idle for longer than the collection
+// age (15 minutes by default) is deactivated: OnDeactivate (Deactivator)
+// runs, dirty state is flushed, and messages that were already queued are
+// re-delivered to the grain's next activation. A method that panics answers
+// its caller with ErrPanic and deactivates the activation; the next call
+// activates the grain again.
+package actor

@@ -1,0 +1,117 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// Errors of the activation runtime.
+var (
+	ErrUnknownGrainType = errors.New("actor: unknown grain type")
+	ErrUnknownMethod    = errors.New("actor: unknown method")
+	ErrStopping         = errors.New("actor: host is stopping")
+	ErrDeactivated      = errors.New("actor: activation deactivated before replying")
+	ErrActivation       = errors.New("actor: activation failed")
+	ErrPanic            = errors.New("actor: grain method panicked")
+	ErrNotInTurn        = errors.New("actor: not inside a request turn")
+)
+
+// Activator is implemented by grains that run code when they activate. It
+// runs in the activation's first turn, after stored state was loaded and
+// before any request.
+type Activator interface {
+	OnActivate(ctx context.Context, gc *Context) error
+}
+
+// Deactivator is implemented by grains that run code when they deactivate.
+// It runs in the activation's last turn, before the final state flush. Like
+// Orleans, it is best effort: it does not run when a process crashes.
+type Deactivator interface {
+	OnDeactivate(ctx context.Context, gc *Context) error
+}
+
+// Stateful is implemented by grains with persistent state. LoadState runs
+// before OnActivate when stored state exists; SaveState runs inside a turn
+// whenever the runtime flushes dirty state (periodically, on demand and on
+// deactivation). Mark state dirty with Context.MarkDirty.
+type Stateful interface {
+	LoadState(data []byte) error
+	SaveState() ([]byte, error)
+}
+
+// Dispatcher decodes a request payload, calls the grain's method and
+// returns its reply. Generated service descriptors provide one.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, grain any, methodID uint32, payload []byte) (proto.Message, error)
+}
+
+// Kind is a registered grain type.
+type Kind struct {
+	// Type is the grain type name.
+	Type string
+	// New creates the grain value of a new activation.
+	New func(id GrainID) any
+	// Dispatcher runs the grain's methods.
+	Dispatcher Dispatcher
+	// CollectionAge overrides the host's idle age for this type when > 0.
+	CollectionAge time.Duration
+}
+
+// Replier receives the outcome of a request. Reply is called exactly once
+// per request, from the activation's turn or, for a deferred reply, from
+// wherever the grain answers.
+type Replier interface {
+	Reply(req *Request, reply proto.Message, err error)
+}
+
+// Request is one grain call delivered to an activation.
+type Request struct {
+	// Target is the grain being called.
+	Target GrainID
+	// CallID identifies the call to its Replier.
+	CallID uint64
+	// MethodID selects the method.
+	MethodID uint32
+	// Payload is the encoded request message.
+	Payload []byte
+	// Budget is the time a bounded method may take, measured from when the
+	// method starts; zero means none.
+	Budget time.Duration
+	// Ctx is the call's cancellable context, or nil when the caller cannot
+	// cancel (then no cancellation machinery exists for this call).
+	Ctx context.Context
+	// Reply receives the outcome.
+	Reply Replier
+}
+
+type budgetKey struct{}
+
+// callContext is the context a grain method runs with when the call has a
+// budget or can be cancelled. It never arms a timer: the budget is data,
+// and only code that waits turns it into a deadline.
+type callContext struct {
+	context.Context
+	budget   time.Duration
+	deadline time.Time
+}
+
+func (c *callContext) Value(key any) any {
+	if key == (budgetKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// Budget returns the budget the caller gave this call and the deadline it
+// implies (the method's start plus the budget). ok is false for calls
+// without a budget (unbounded methods).
+func Budget(ctx context.Context) (budget time.Duration, deadline time.Time, ok bool) {
+	c, _ := ctx.Value(budgetKey{}).(*callContext)
+	if c == nil || c.budget <= 0 {
+		return 0, time.Time{}, false
+	}
+	return c.budget, c.deadline, true
+}

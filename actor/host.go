@@ -1,0 +1,350 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/granary-go/granary/internal/clock"
+)
+
+// Defaults of HostOptions.
+const (
+	DefaultCollectionAge       = 15 * time.Minute
+	DefaultCollectionQuantum   = time.Minute
+	DefaultActivationTimeout   = 30 * time.Second
+	DefaultDeactivationTimeout = 30 * time.Second
+)
+
+// HostOptions are the data settings of a Host.
+type HostOptions struct {
+	// CollectionAge is how long an activation may stay idle before it is
+	// deactivated. Default 15 minutes.
+	CollectionAge time.Duration
+	// CollectionQuantum is how often idle activations are looked for.
+	// Default one minute, or CollectionAge/2 when that is shorter.
+	CollectionQuantum time.Duration
+	// ActivationTimeout bounds loading state and OnActivate. Default 30 s.
+	ActivationTimeout time.Duration
+	// DeactivationTimeout bounds OnDeactivate and the final flush.
+	// Default 30 s.
+	DeactivationTimeout time.Duration
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *HostOptions) EnsureDefaults() {
+	if o.CollectionAge == 0 {
+		o.CollectionAge = DefaultCollectionAge
+	}
+	if o.CollectionQuantum == 0 {
+		o.CollectionQuantum = min(DefaultCollectionQuantum, o.CollectionAge/2)
+	}
+	if o.ActivationTimeout == 0 {
+		o.ActivationTimeout = DefaultActivationTimeout
+	}
+	if o.DeactivationTimeout == 0 {
+		o.DeactivationTimeout = DefaultDeactivationTimeout
+	}
+}
+
+// Validate reports every invalid field.
+func (o *HostOptions) Validate() error {
+	var errs []error
+	if o.CollectionAge < 0 {
+		errs = append(errs, fmt.Errorf("actor: CollectionAge %v is negative", o.CollectionAge))
+	}
+	if o.CollectionQuantum < 0 {
+		errs = append(errs, fmt.Errorf("actor: CollectionQuantum %v is negative", o.CollectionQuantum))
+	}
+	if o.ActivationTimeout < 0 {
+		errs = append(errs, fmt.Errorf("actor: ActivationTimeout %v is negative", o.ActivationTimeout))
+	}
+	if o.DeactivationTimeout < 0 {
+		errs = append(errs, fmt.Errorf("actor: DeactivationTimeout %v is negative", o.DeactivationTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// HostOption injects behaviour into a Host.
+type HostOption func(*Host)
+
+// WithClock sets the clock used for idle collection and grain timers.
+func WithClock(c clock.Clock) HostOption { return func(h *Host) { h.clock = c } }
+
+// WithLogger sets the logger of the host and of its actor system.
+func WithLogger(l *slog.Logger) HostOption { return func(h *Host) { h.log = l } }
+
+// WithStateStore gives activations persistent state.
+func WithStateStore(s StateStore) HostOption { return func(h *Host) { h.store = s } }
+
+// StateStore opens the persistent state of an activation. schedule runs a
+// function inside a later turn of the activation (false once it is gone);
+// snapshot encodes the grain's state and is only called inside turns.
+type StateStore interface {
+	OpenState(ctx context.Context, id GrainID, schedule func(func()) bool, snapshot func() ([]byte, error)) (StateRecord, []byte, error)
+}
+
+// StateRecord is an activation's handle on its stored state.
+type StateRecord interface {
+	MarkDirty()
+	Flush(ctx context.Context) error
+	Clear(ctx context.Context) error
+	Close(ctx context.Context) error
+}
+
+// Host keeps the activations of one silo: it creates an activation on the
+// first request for a grain, runs each on its own protoactor actor, and
+// deactivates idle ones. It is safe for concurrent use.
+type Host struct {
+	opts   HostOptions
+	clock  clock.Clock
+	log    *slog.Logger
+	store  StateStore
+	system *protoactor.ActorSystem
+	kinds  map[string]*Kind
+
+	shutdown sync.Once
+
+	mu struct {
+		sync.RWMutex
+		acts      map[GrainID]*activation
+		started   bool
+		stopping  bool
+		collector clock.Timer
+		empty     chan struct{} // closed when acts becomes empty while stopping
+	}
+	stats hostCounters
+}
+
+type hostCounters struct {
+	activations, deactivations, activationFailures atomic.Int64
+	invocations, skippedCancelled, panics          atomic.Int64
+	timersArmed, deferred                          atomic.Int64
+}
+
+// HostStats is a snapshot of a Host's counters, for tests and metrics.
+type HostStats struct {
+	Active             int   // activations alive now
+	Activations        int64 // activations created
+	Deactivations      int64 // activations deactivated
+	ActivationFailures int64 // activations whose load or OnActivate failed
+	Invocations        int64 // grain methods invoked
+	SkippedCancelled   int64 // queued requests dropped because their caller cancelled
+	Panics             int64 // grain methods that panicked
+	TimersArmed        int64 // grain timers and deferred deadlines armed
+	Deferred           int64 // replies deferred by grains
+}
+
+// NewHost returns a host for the given kinds. It does no I/O.
+func NewHost(opts HostOptions, kinds []*Kind, optFns ...HostOption) (*Host, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Host{opts: opts, clock: clock.Real{}, log: slog.Default(), kinds: make(map[string]*Kind, len(kinds))}
+	for _, fn := range optFns {
+		fn(h)
+	}
+	for _, k := range kinds {
+		if k.Type == "" || k.New == nil || k.Dispatcher == nil {
+			return nil, fmt.Errorf("actor: kind %q is incomplete", k.Type)
+		}
+		if _, dup := h.kinds[k.Type]; dup {
+			return nil, fmt.Errorf("actor: grain type %q registered twice", k.Type)
+		}
+		h.kinds[k.Type] = k
+	}
+	h.mu.acts = make(map[GrainID]*activation)
+	return h, nil
+}
+
+// Kind returns the registered kind of a grain type, or nil.
+func (h *Host) Kind(grainType string) *Kind { return h.kinds[grainType] }
+
+// Start creates the actor system and starts idle collection. A host that
+// was stopped cannot be started again.
+func (h *Host) Start(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.started {
+		return nil
+	}
+	logger := h.log
+	h.system = protoactor.NewActorSystem(
+		protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger { return logger }),
+	)
+	h.mu.started = true
+	h.mu.collector = h.clock.AfterFunc(h.opts.CollectionQuantum, h.collect)
+	return nil
+}
+
+// Deliver hands a request to the grain's activation, creating it first when
+// the grain is not active. Unknown grain types and a stopping host are
+// answered at once through req.Reply.
+func (h *Host) Deliver(req *Request) {
+	kind := h.kinds[req.Target.Type]
+	if kind == nil {
+		req.Reply.Reply(req, nil, fmt.Errorf("%w: %q", ErrUnknownGrainType, req.Target.Type))
+		return
+	}
+	h.mu.RLock()
+	if a := h.mu.acts[req.Target]; a != nil {
+		a.post(req)
+		h.mu.RUnlock()
+		return
+	}
+	h.mu.RUnlock()
+
+	h.mu.Lock()
+	if h.mu.stopping || !h.mu.started {
+		h.mu.Unlock()
+		req.Reply.Reply(req, nil, ErrStopping)
+		return
+	}
+	a := h.mu.acts[req.Target]
+	if a == nil {
+		a = h.newActivation(kind, req.Target)
+		h.mu.acts[req.Target] = a
+		a.post(activateMsg{})
+	}
+	a.post(req)
+	h.mu.Unlock()
+}
+
+// Stats returns the host's counters.
+func (h *Host) Stats() HostStats {
+	h.mu.RLock()
+	active := len(h.mu.acts)
+	h.mu.RUnlock()
+	return HostStats{
+		Active:             active,
+		Activations:        h.stats.activations.Load(),
+		Deactivations:      h.stats.deactivations.Load(),
+		ActivationFailures: h.stats.activationFailures.Load(),
+		Invocations:        h.stats.invocations.Load(),
+		SkippedCancelled:   h.stats.skippedCancelled.Load(),
+		Panics:             h.stats.panics.Load(),
+		TimersArmed:        h.stats.timersArmed.Load(),
+		Deferred:           h.stats.deferred.Load(),
+	}
+}
+
+// IsActive reports whether id has an activation on this host.
+func (h *Host) IsActive(id GrainID) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.mu.acts[id] != nil
+}
+
+// Active lists the grains active on this host.
+func (h *Host) Active() []GrainID {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	ids := make([]GrainID, 0, len(h.mu.acts))
+	for id := range h.mu.acts {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Deactivate asks the activation of id to deactivate after its current
+// turn. It reports whether the grain was active.
+func (h *Host) Deactivate(id GrainID) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	a := h.mu.acts[id]
+	if a == nil {
+		return false
+	}
+	a.post(deactivateMsg{reason: "requested"})
+	return true
+}
+
+// Stop deactivates every activation (running OnDeactivate and flushing
+// state), waits for them within ctx, and shuts the actor system down. New
+// requests are refused with ErrStopping from the moment Stop begins. It is
+// safe to call twice.
+func (h *Host) Stop(ctx context.Context) error {
+	h.mu.Lock()
+	if !h.mu.started {
+		h.mu.Unlock()
+		return nil
+	}
+	if !h.mu.stopping {
+		h.mu.stopping = true
+		h.mu.empty = make(chan struct{})
+		if h.mu.collector != nil {
+			h.mu.collector.Stop()
+		}
+		for _, a := range h.mu.acts {
+			a.post(deactivateMsg{reason: "shutting down"})
+		}
+		if len(h.mu.acts) == 0 {
+			close(h.mu.empty)
+		}
+	}
+	empty := h.mu.empty
+	h.mu.Unlock()
+
+	var err error
+	select {
+	case <-empty:
+	case <-ctx.Done():
+		err = fmt.Errorf("actor: stop: %w", ctx.Err())
+	}
+	if err == nil {
+		h.shutdown.Do(h.system.Shutdown)
+	}
+	return err
+}
+
+// remove drops a from the catalog if it is still the grain's activation.
+func (h *Host) remove(a *activation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.acts[a.id] == a {
+		delete(h.mu.acts, a.id)
+	}
+	if h.mu.stopping && len(h.mu.acts) == 0 {
+		select {
+		case <-h.mu.empty:
+		default:
+			close(h.mu.empty)
+		}
+	}
+}
+
+// collect asks idle activations to deactivate, then re-arms itself.
+func (h *Host) collect() {
+	now := h.clock.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.stopping {
+		return
+	}
+	for _, a := range h.mu.acts {
+		if a.idleFor(now) >= a.collectionAge {
+			a.post(deactivateMsg{reason: "idle", idle: true})
+		}
+	}
+	h.mu.collector = h.clock.AfterFunc(h.opts.CollectionQuantum, h.collect)
+}
+
+func (h *Host) newActivation(kind *Kind, id GrainID) *activation {
+	a := &activation{host: h, kind: kind, id: id, collectionAge: h.opts.CollectionAge}
+	if kind.CollectionAge > 0 {
+		a.collectionAge = kind.CollectionAge
+	}
+	a.gc = &Context{a: a}
+	a.lastActive.Store(h.clock.Now().UnixNano())
+	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a })
+	a.pid = h.system.Root.Spawn(props)
+	h.stats.activations.Add(1)
+	return a
+}
