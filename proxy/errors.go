@@ -12,10 +12,10 @@ import (
 // Sentinel errors of grain calls. Errors that crossed the wire arrive as
 // *RemoteError, which matches these with errors.Is.
 var (
-	ErrUnknownGrainType  = errors.New("proxy: unknown grain type")
-	ErrUnknownMethod     = errors.New("proxy: unknown method")
+	ErrUnknownGrainType  = actor.ErrUnknownGrainType
+	ErrUnknownMethod     = actor.ErrUnknownMethod
 	ErrBadRequest        = errors.New("proxy: bad request")
-	ErrPanic             = errors.New("proxy: grain method panicked")
+	ErrPanic             = actor.ErrPanic
 	ErrUnavailable       = errors.New("proxy: silo unavailable")
 	ErrOverloaded        = errors.New("proxy: silo overloaded")
 	ErrTimeout           = errors.New("proxy: response timeout")
@@ -85,6 +85,9 @@ func CodeOf(err error) Code {
 	var re *RemoteError
 	if errors.As(err, &re) {
 		return re.Code
+	}
+	if errors.Is(err, actor.ErrStopping) || errors.Is(err, actor.ErrDeactivated) {
+		return CodeUnavailable
 	}
 	for c, sentinel := range codeErrors {
 		if sentinel != nil && errors.Is(err, sentinel) {

@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the cancellation registry.
+const (
+	// DefaultEarlyCancelTTL is how long a cancel that arrived before its
+	// request is remembered.
+	DefaultEarlyCancelTTL = time.Minute
+	// DefaultMaxEarlyCancels bounds the remembered early cancels, so a peer
+	// cannot grow the registry without limit.
+	DefaultMaxEarlyCancels = 4096
+)
+
+// CancelRegistry is the server side of push cancellation for one
+// connection: it maps the call ids of cancellable calls in progress to the
+// cancel functions of fresh contexts, one per invocation and never reused.
+//
+// A cancel for a call in progress cancels its context (a request still
+// queued is then dropped without running; a running one sees ctx.Done). A
+// cancel for an id not yet registered is remembered for a while, so a cancel
+// that overtakes its request is not lost. A cancel after the call finished
+// is a no-op: call ids are never reused on a connection, so the remembered
+// id matches nothing and expires. It is safe for concurrent use.
+type CancelRegistry struct {
+	now func() time.Time
+	ttl time.Duration
+	max int
+
+	mu struct {
+		sync.Mutex
+		active map[uint64]context.CancelFunc
+		early  map[uint64]time.Time
+	}
+	registered, cancelled, earlyCancels atomic.Int64
+}
+
+// NewCancelRegistry returns an empty registry. now supplies the time used to
+// expire early cancels; nil means time.Now.
+func NewCancelRegistry(now func() time.Time) *CancelRegistry {
+	if now == nil {
+		now = time.Now
+	}
+	r := &CancelRegistry{now: now, ttl: DefaultEarlyCancelTTL, max: DefaultMaxEarlyCancels}
+	r.mu.active = make(map[uint64]context.CancelFunc)
+	r.mu.early = make(map[uint64]time.Time)
+	return r
+}
+
+// Register creates the fresh context of a cancellable call. The context is
+// already cancelled when a cancel for id arrived first. Registering an id
+// that is still active fails with ErrDuplicateCall. Every successful
+// Register must be followed by Done.
+func (r *CancelRegistry) Register(id uint64) (context.Context, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.mu.active[id]; dup {
+		return nil, fmt.Errorf("%w: %d", ErrDuplicateCall, id)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.mu.active[id] = cancel
+	r.registered.Add(1)
+	if _, early := r.mu.early[id]; early {
+		delete(r.mu.early, id)
+		cancel()
+	}
+	return ctx, nil
+}
+
+// Done removes a finished call and releases its context.
+func (r *CancelRegistry) Done(id uint64) {
+	r.mu.Lock()
+	cancel := r.mu.active[id]
+	delete(r.mu.active, id)
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// Cancel cancels the call with the given id. It reports whether a call in
+// progress was cancelled; otherwise the id is remembered as an early cancel.
+func (r *CancelRegistry) Cancel(id uint64) bool {
+	r.mu.Lock()
+	cancel, ok := r.mu.active[id]
+	if !ok {
+		now := r.now()
+		if len(r.mu.early) >= r.max {
+			r.expireLocked(now)
+		}
+		if len(r.mu.early) < r.max {
+			r.mu.early[id] = now.Add(r.ttl)
+			r.earlyCancels.Add(1)
+		}
+	}
+	r.mu.Unlock()
+	if ok {
+		r.cancelled.Add(1)
+		cancel()
+	}
+	return ok
+}
+
+// expireLocked forgets early cancels whose time is up; when none has
+// expired and the registry is full, it forgets the oldest.
+func (r *CancelRegistry) expireLocked(now time.Time) {
+	var oldestID uint64
+	var oldest time.Time
+	for id, until := range r.mu.early {
+		if !now.Before(until) {
+			delete(r.mu.early, id)
+			continue
+		}
+		if oldest.IsZero() || until.Before(oldest) {
+			oldestID, oldest = id, until
+		}
+	}
+	if len(r.mu.early) >= r.max && !oldest.IsZero() {
+		delete(r.mu.early, oldestID)
+	}
+}
+
+// CancelStats are a registry's counters.
+type CancelStats struct {
+	Active       int   // calls registered and not done
+	Early        int   // early cancels remembered now
+	Registered   int64 // calls ever registered
+	Cancelled    int64 // calls in progress that were cancelled
+	EarlyCancels int64 // cancels that arrived for an unknown id
+}
+
+// Stats returns the registry's counters.
+func (r *CancelRegistry) Stats() CancelStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return CancelStats{
+		Active: len(r.mu.active), Early: len(r.mu.early),
+		Registered: r.registered.Load(), Cancelled: r.cancelled.Load(), EarlyCancels: r.earlyCancels.Load(),
+	}
+}

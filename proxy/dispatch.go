@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/actor"
+)
+
+// IncomingCall is a call arriving at a grain, as incoming filters see it.
+type IncomingCall struct {
+	// Grain is the activation's grain value.
+	Grain any
+	// Method describes the method being called.
+	Method *MethodDesc
+	// Request is the decoded request message.
+	Request proto.Message
+}
+
+// IncomingInvoker continues an incoming call.
+type IncomingInvoker func(ctx context.Context, call *IncomingCall) (proto.Message, error)
+
+// IncomingFilter intercepts calls arriving at grains. It runs inside the
+// activation's turn and must call next to run the method.
+type IncomingFilter func(ctx context.Context, call *IncomingCall, next IncomingInvoker) (proto.Message, error)
+
+// Dispatcher runs a service's methods for the actor runtime: it decodes the
+// request, applies incoming filters when there are any, and calls the
+// grain.
+type Dispatcher struct {
+	Service *ServiceDesc
+	Filters []IncomingFilter
+}
+
+var _ actor.Dispatcher = (*Dispatcher)(nil)
+
+// Dispatch implements actor.Dispatcher.
+func (d *Dispatcher) Dispatch(ctx context.Context, grain any, methodID uint32, payload []byte) (proto.Message, error) {
+	m := d.Service.Method(methodID)
+	if m == nil {
+		return nil, fmt.Errorf("%w: %#x on %s", ErrUnknownMethod, methodID, d.Service.Name)
+	}
+	req := m.NewRequest()
+	if err := proto.Unmarshal(payload, req); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadRequest, m.Desc.FullName(), err)
+	}
+	if len(d.Filters) == 0 {
+		// The direct path: no call record, no chain.
+		return m.Invoke(ctx, grain, req)
+	}
+	call := &IncomingCall{Grain: grain, Method: m.Desc, Request: req}
+	next := func(ctx context.Context, c *IncomingCall) (proto.Message, error) {
+		return m.Invoke(ctx, c.Grain, c.Request)
+	}
+	for i := len(d.Filters) - 1; i >= 0; i-- {
+		f, n := d.Filters[i], next
+		next = func(ctx context.Context, c *IncomingCall) (proto.Message, error) { return f(ctx, c, n) }
+	}
+	return next(ctx, call)
+}
