@@ -101,7 +101,8 @@ func Generate(opts Options) (map[string][]byte, error) {
 	}
 	gen, err := protogen.Options{}.New(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+		// Typically a file without a go_package option.
+		return nil, fmt.Errorf("grainc: %w", err)
 	}
 	gen.SupportedFeatures = gengo.SupportedFeatures
 	gen.SupportedEditionsMinimum = gengo.SupportedEditionsMinimum
@@ -263,7 +264,7 @@ func (r *sourceResolver) FindFileByPath(name string) (protocompile.SearchResult,
 			dirs[i] = root.prefix + "=" + root.dir
 		}
 	}
-	return protocompile.SearchResult{}, fmt.Errorf("%s not found in import paths %s: %w", name, strings.Join(dirs, ", "), fs.ErrNotExist)
+	return protocompile.SearchResult{}, fmt.Errorf("%q is on no import path (searched %s): %w", name, strings.Join(dirs, ", "), fs.ErrNotExist)
 }
 
 func (r *sourceResolver) openFile(name string) (io.ReadCloser, error) {
