@@ -1,0 +1,306 @@
+package transport
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors returned by this package.
+var (
+	// ErrClosed is returned by Send on a connection that is closed or closing.
+	ErrClosed = errors.New("transport: connection closed")
+	// ErrFrameTooLarge is returned by Send for a body above Options.MaxFrameSize,
+	// and wrapped by the error that closes a connection whose peer announced one.
+	ErrFrameTooLarge = errors.New("transport: frame too large")
+	// ErrSendQueueFull is returned by Send when Options.MaxPendingBytes are
+	// already queued; nothing is sent and the connection stays open.
+	ErrSendQueueFull = errors.New("transport: send queue full")
+)
+
+// Marshaler appends a frame body to a buffer. Send calls AppendTo while it holds
+// the connection's send lock, so AppendTo must be quick and must not block or
+// call back into the connection.
+type Marshaler interface {
+	AppendTo(b []byte) []byte
+}
+
+// Handler receives what arrives on a connection. Its methods are called on the
+// connection's reader goroutine, one at a time.
+type Handler interface {
+	// HandleFrame is called with each frame body in arrival order. The body
+	// belongs to the handler from then on and may be retained; it aliases a
+	// receive slab shared with neighbouring frames (see Options.ReadBufferSize).
+	// No frame is read while HandleFrame runs, so it should hand long work to
+	// another goroutine. It may call Send and Close.
+	HandleFrame(c *Conn, body []byte)
+	// HandleClose is called exactly once, after the connection has ended and
+	// both of its goroutines have stopped reading and writing, with the reason:
+	// nil after a local Close, otherwise the error that ended it.
+	HandleClose(c *Conn, err error)
+}
+
+// Stats are counters of a connection's traffic since it opened.
+type Stats struct {
+	FramesQueued   uint64 // frames accepted by Send
+	FramesWritten  uint64 // frames handed to the socket
+	BatchesWritten uint64 // socket writes; each carries every frame queued while the previous one ran
+	BytesWritten   uint64 // bytes handed to the socket, length prefixes included
+	FramesRead     uint64 // frames delivered to HandleFrame
+	BytesRead      uint64 // body bytes delivered to HandleFrame
+}
+
+// Conn is one framed connection carrying frames in both directions. It runs two
+// goroutines: a reader, which calls the Handler, and a writer, which writes
+// frames queued by Send in batches. Send, Close and the accessors are safe for
+// concurrent use.
+type Conn struct {
+	nc      net.Conn
+	opts    Options
+	handler Handler
+	onDone  func(*Conn) // listener bookkeeping, called before done closes
+
+	wake       chan struct{} // capacity 1: the pending buffer became non-empty
+	closing    chan struct{} // closed when shutdown starts
+	writerDone chan struct{}
+	done       chan struct{} // closed after both goroutines exit and HandleClose returns
+
+	started      atomic.Bool
+	readerID     atomic.Uint64 // goroutine id of the reader, see Close
+	shutdownOnce sync.Once
+	err          error // why the connection ended; written before closing is closed
+
+	mu struct {
+		sync.Mutex
+		closed        bool
+		pending       []byte // length-prefixed frames waiting for the writer
+		pendingFrames uint64
+		framesQueued  uint64
+	}
+	framesWritten  atomic.Uint64
+	batchesWritten atomic.Uint64
+	bytesWritten   atomic.Uint64
+	framesRead     atomic.Uint64
+	bytesRead      atomic.Uint64
+}
+
+// newConn wraps nc without starting anything; start launches the goroutines
+// once the handler is known.
+func newConn(nc net.Conn, opts Options, h Handler) *Conn {
+	c := &Conn{
+		nc:         nc,
+		opts:       opts,
+		handler:    h,
+		wake:       make(chan struct{}, 1),
+		closing:    make(chan struct{}),
+		writerDone: make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	c.mu.pending = make([]byte, 0, opts.WriteBufferSize)
+	return c
+}
+
+func (c *Conn) start() {
+	c.started.Store(true)
+	go c.writeLoop()
+	go c.readLoop()
+}
+
+// Send queues one frame whose body m appends, and wakes the writer. Frames
+// queued while a write is in flight go out together in the next write. Send does
+// not block on the network and does not allocate once the send buffers have
+// grown to the working size. It returns ErrClosed after Close or once the
+// connection has failed, ErrFrameTooLarge (wrapped) for a body above
+// MaxFrameSize, and ErrSendQueueFull when MaxPendingBytes are already queued; in
+// each case nothing is queued.
+func (c *Conn) Send(m Marshaler) error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	start := len(c.mu.pending)
+	if start >= c.opts.MaxPendingBytes {
+		c.mu.Unlock()
+		return ErrSendQueueFull
+	}
+	committed := false
+	defer func() {
+		if !committed { // a rejected body, or a panic in AppendTo
+			c.mu.pending = c.mu.pending[:start]
+		}
+		c.mu.Unlock()
+	}()
+	b := append(c.mu.pending, 0, 0, 0, 0)
+	b = m.AppendTo(b)
+	c.mu.pending = b // keep any growth even if the frame is rejected
+	n := len(b) - start - headerSize
+	if n > c.opts.MaxFrameSize {
+		return fmt.Errorf("%w: %d bytes, limit is %d", ErrFrameTooLarge, n, c.opts.MaxFrameSize)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(n))
+	committed = true
+	c.mu.pendingFrames++
+	c.mu.framesQueued++
+	if start == 0 {
+		// The writer drains pending until it finds it empty before waiting
+		// again, so only the first frame after a drain needs to wake it.
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (c *Conn) writeLoop() {
+	defer close(c.writerDone)
+	spare := make([]byte, 0, c.opts.WriteBufferSize)
+	for {
+		select {
+		case <-c.wake:
+		case <-c.closing:
+			return
+		}
+		for {
+			c.mu.Lock()
+			batch, frames := c.mu.pending, c.mu.pendingFrames
+			if len(batch) == 0 || c.mu.closed {
+				c.mu.Unlock()
+				break
+			}
+			c.mu.pending, c.mu.pendingFrames = spare[:0], 0
+			c.mu.Unlock()
+
+			if c.opts.WriteTimeout > 0 {
+				_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
+			}
+			n, err := c.nc.Write(batch)
+			c.bytesWritten.Add(uint64(n))
+			if err != nil {
+				c.shutdown(fmt.Errorf("transport: write: %w", err))
+				return
+			}
+			c.batchesWritten.Add(1)
+			c.framesWritten.Add(frames)
+			spare = batch
+			if cap(spare) > 16*c.opts.WriteBufferSize {
+				spare = make([]byte, 0, c.opts.WriteBufferSize)
+			}
+		}
+	}
+}
+
+func (c *Conn) readLoop() {
+	c.readerID.Store(goroutineID())
+	fr := frameReader{r: c.nc, max: c.opts.MaxFrameSize, slabSize: c.opts.ReadBufferSize}
+	var err error
+	for {
+		body, readErr := fr.next()
+		if readErr != nil {
+			switch {
+			case errors.Is(readErr, io.EOF):
+				err = fmt.Errorf("transport: connection closed by peer: %w", readErr)
+			case errors.Is(readErr, ErrFrameTooLarge):
+				err = readErr
+			default:
+				err = fmt.Errorf("transport: read: %w", readErr)
+			}
+			break
+		}
+		c.framesRead.Add(1)
+		c.bytesRead.Add(uint64(len(body)))
+		c.handler.HandleFrame(c, body)
+		if c.isClosing() {
+			break
+		}
+	}
+	c.shutdown(err) // a no-op after a local Close, so err is then ignored
+	<-c.writerDone
+	c.handler.HandleClose(c, c.err)
+	if c.onDone != nil {
+		c.onDone(c)
+	}
+	close(c.done)
+}
+
+// shutdown starts closing the connection once, recording why.
+func (c *Conn) shutdown(err error) {
+	c.shutdownOnce.Do(func() {
+		c.mu.Lock()
+		c.mu.closed = true
+		c.mu.pending = nil // queued frames are dropped
+		c.mu.Unlock()
+		c.err = err
+		close(c.closing)
+		_ = c.nc.Close() // unblocks the reader and the writer
+	})
+}
+
+func (c *Conn) isClosing() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close closes the connection: frames queued but not yet written are dropped,
+// Send returns ErrClosed from now on, and HandleClose is called with a nil error
+// unless the connection had already failed. Close waits until both goroutines
+// have exited and HandleClose has returned, except when called from the
+// connection's own handler (HandleFrame or HandleClose), which cannot wait for
+// itself; Done then closes once the handler returns. Close may be called any
+// number of times, from any goroutine; it always returns nil.
+func (c *Conn) Close() error {
+	c.shutdown(nil)
+	// Comparing goroutine ids is the one way to tell that Close runs inside a
+	// handler callback on the reader goroutine; it costs about a microsecond,
+	// once per Close.
+	if c.started.Load() && c.readerID.Load() != goroutineID() {
+		<-c.done
+	}
+	return nil
+}
+
+// Done returns a channel that is closed once the connection has ended, both
+// goroutines have exited and HandleClose has returned.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended: nil while it is open and after a local
+// Close, otherwise the error that ended it (one wrapping io.EOF when the peer
+// closed, ErrFrameTooLarge when the peer announced an oversized frame).
+func (c *Conn) Err() error {
+	if !c.isClosing() {
+		return nil
+	}
+	return c.err
+}
+
+// LocalAddr returns the local network address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// RemoteAddr returns the peer's network address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// Stats returns the connection's counters. They are read one by one, so a
+// snapshot taken while traffic flows need not be consistent across fields.
+func (c *Conn) Stats() Stats {
+	c.mu.Lock()
+	queued := c.mu.framesQueued
+	c.mu.Unlock()
+	return Stats{
+		FramesQueued:   queued,
+		FramesWritten:  c.framesWritten.Load(),
+		BatchesWritten: c.batchesWritten.Load(),
+		BytesWritten:   c.bytesWritten.Load(),
+		FramesRead:     c.framesRead.Load(),
+		BytesRead:      c.bytesRead.Load(),
+	}
+}
