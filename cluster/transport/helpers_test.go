@@ -28,7 +28,7 @@ type recorder struct {
 	closed  chan error
 	closes  atomic.Int32
 	onFrame func(c *Conn, b []byte) // optional, runs before the frame is reported
-	drop    bool                     // do not report frames
+	drop    bool                    // do not report frames
 }
 
 func newRecorder() *recorder {
