@@ -175,7 +175,7 @@ func (e *engine) slidingRetryAfter(now time.Time, n int64) time.Duration {
 // bucketRetryAfter is P * max((n - tokens + Q) div TokensPerPeriod, 1).
 func (e *engine) bucketRetryAfter(n int64) time.Duration {
 	need := n - e.available // in [-L, L]
-	if e.queued > math.MaxInt64-need {
+	if need > 0 && e.queued > math.MaxInt64-need {
 		need = math.MaxInt64
 	} else {
 		need += e.queued
