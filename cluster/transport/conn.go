@@ -158,9 +158,14 @@ func (c *Conn) Send(m Marshaler) error {
 	return nil
 }
 
+// shrinkAfterSmallBatches is how many consecutive batches no larger than
+// WriteBufferSize make the writer replace a send buffer that a burst grew.
+const shrinkAfterSmallBatches = 64
+
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
 	spare := make([]byte, 0, c.opts.WriteBufferSize)
+	smallBatches := 0
 	for {
 		select {
 		case <-c.wake:
@@ -190,7 +195,16 @@ func (c *Conn) writeLoop() {
 			c.framesWritten.Add(frames)
 			spare = batch
 			if cap(spare) > 16*c.opts.WriteBufferSize {
-				spare = make([]byte, 0, c.opts.WriteBufferSize)
+				// A burst grew this buffer. Give it back only once many batches in
+				// a row were small, so that a load that swings between large and
+				// small batches does not reallocate over and over.
+				smallBatches++
+				if len(batch) > c.opts.WriteBufferSize {
+					smallBatches = 0
+				}
+				if smallBatches == shrinkAfterSmallBatches {
+					spare, smallBatches = make([]byte, 0, c.opts.WriteBufferSize), 0
+				}
 			}
 		}
 	}

@@ -411,3 +411,33 @@ func TestFrameLengthPrefix(t *testing.T) {
 	assert.Equal(t, "abc", string(got[4:]))
 	ncB.Close()
 }
+
+func TestBurstBuffersAreReleased(t *testing.T) {
+	gate := newGate()
+	peer := newRecorder()
+	c, _ := pipePair(t, Options{WriteBufferSize: 64}, gate, newRecorder(), peer)
+	pendingCap := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return cap(c.mu.pending)
+	}
+
+	require.NoError(t, c.Send(body("first")))
+	gate.waitEntered(t)
+	frame := bytes.Repeat([]byte("b"), 100)
+	for range 100 {
+		require.NoError(t, c.Send(body(frame)))
+	}
+	require.Greater(t, pendingCap(), 16*64, "the burst grew the pending buffer")
+	gate.release()
+	for range 101 {
+		peer.next(t)
+	}
+	// Small batches, one at a time, until both send buffers have been replaced.
+	for range 3 * shrinkAfterSmallBatches {
+		require.NoError(t, c.Send(body("small")))
+		peer.next(t)
+	}
+	require.Eventually(t, func() bool { return c.Stats().FramesWritten == c.Stats().FramesQueued }, waitFor, time.Millisecond)
+	assert.LessOrEqual(t, pendingCap(), 16*64, "a past burst no longer pins memory")
+}

@@ -41,9 +41,9 @@ type Options struct {
 	ReadBufferSize int
 
 	// WriteBufferSize is the initial capacity of each of the two send buffers
-	// (the one Send appends to and the one being written). A buffer that grows
-	// past 16 times this size during a burst is dropped after its write, so a
-	// burst does not pin memory. Default 64 KiB.
+	// (the one Send appends to and the one being written). A buffer that grew
+	// past 16 times this size is replaced once 64 batches in a row have fitted
+	// in this size, so a past burst does not pin memory. Default 64 KiB.
 	WriteBufferSize int
 
 	// MaxPendingBytes caps the bytes queued by Send but not yet handed to the
