@@ -126,6 +126,20 @@ func (r *CancelRegistry) expireLocked(now time.Time) {
 	}
 }
 
+// CancelAll cancels every call in progress, for when the connection that
+// carried them is gone and nobody waits for their replies.
+func (r *CancelRegistry) CancelAll() {
+	r.mu.Lock()
+	cancels := make([]context.CancelFunc, 0, len(r.mu.active))
+	for _, cancel := range r.mu.active {
+		cancels = append(cancels, cancel)
+	}
+	r.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+}
+
 // CancelStats are a registry's counters.
 type CancelStats struct {
 	Active       int   // calls registered and not done

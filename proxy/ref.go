@@ -149,3 +149,7 @@ func chainOutgoing(filters []OutgoingFilter, last Invoker) Invoker {
 	}
 	return next
 }
+
+// DefaultResponseTimeout is the response timeout of callers that do not set
+// one, as in Orleans.
+const DefaultResponseTimeout = 30 * time.Second

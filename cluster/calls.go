@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/proxy"
+)
+
+// DefaultSweepInterval is how often pending calls are checked against their
+// response timeouts: the resolution of a timeout.
+const DefaultSweepInterval = 10 * time.Millisecond
+
+// pending is one outgoing call waiting for its reply. Whoever removes it from
+// the table completes it, exactly once.
+type pending struct {
+	done     chan struct{} // buffered(1): completion signal
+	deadline int64         // unix nanos after which the sweep fails the call
+	call     proxy.Call
+
+	payload []byte // encoded reply
+	err     error
+}
+
+var pendingPool = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
+
+func getPending() *pending { return pendingPool.Get().(*pending) }
+
+func putPending(p *pending) {
+	*p = pending{done: p.done}
+	pendingPool.Put(p)
+}
+
+// callTable tracks the outgoing calls of one connection (or of the local
+// caller) and fails those whose response timeout passed. One coarse clock
+// per table does this: no timer per call. The clock is armed only while
+// calls are pending.
+type callTable struct {
+	clock    clock.Clock
+	interval time.Duration
+	nextID   atomic.Uint64
+
+	mu struct {
+		sync.Mutex
+		calls    map[uint64]*pending
+		closed   error
+		sweeping bool
+	}
+	timeouts atomic.Int64
+}
+
+func (t *callTable) init(c clock.Clock, interval time.Duration) {
+	t.clock, t.interval = c, interval
+	t.mu.calls = make(map[uint64]*pending)
+}
+
+// add registers p under a fresh call id.
+func (t *callTable) add(p *pending) (uint64, error) {
+	p.deadline = t.clock.Now().Add(p.call.Timeout).UnixNano()
+	id := t.nextID.Add(1)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closed != nil {
+		return 0, t.mu.closed
+	}
+	t.mu.calls[id] = p
+	if !t.mu.sweeping {
+		t.mu.sweeping = true
+		t.clock.AfterFunc(t.interval, t.sweep)
+	}
+	return id, nil
+}
+
+// take removes and returns the call with the given id, or nil when it was
+// already completed (answered, timed out or abandoned).
+func (t *callTable) take(id uint64) *pending {
+	t.mu.Lock()
+	p := t.mu.calls[id]
+	if p != nil {
+		delete(t.mu.calls, id)
+	}
+	t.mu.Unlock()
+	return p
+}
+
+func (t *callTable) sweep() {
+	now := t.clock.Now().UnixNano()
+	var expired []*pending
+	t.mu.Lock()
+	for id, p := range t.mu.calls {
+		if now >= p.deadline {
+			delete(t.mu.calls, id)
+			expired = append(expired, p)
+		}
+	}
+	if len(t.mu.calls) > 0 && t.mu.closed == nil {
+		t.clock.AfterFunc(t.interval, t.sweep)
+	} else {
+		t.mu.sweeping = false
+	}
+	t.mu.Unlock()
+	for _, p := range expired {
+		t.timeouts.Add(1)
+		p.err = &proxy.TimeoutError{Target: p.call.Target, Method: p.call.Method.FullName(), Timeout: p.call.Timeout}
+		p.done <- struct{}{}
+	}
+}
+
+// close fails every pending call with err and refuses new ones.
+func (t *callTable) close(err error) {
+	t.mu.Lock()
+	if t.mu.closed == nil {
+		t.mu.closed = err
+	}
+	calls := t.mu.calls
+	t.mu.calls = make(map[uint64]*pending)
+	t.mu.Unlock()
+	for _, p := range calls {
+		p.err = err
+		p.done <- struct{}{}
+	}
+}
+
+// len reports how many calls are pending.
+func (t *callTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.mu.calls)
+}

@@ -1,0 +1,314 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/cluster/transport"
+	"github.com/granary-go/granary/cluster/wire"
+	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/proxy"
+)
+
+// ErrNoInbound is the reply to a request sent to an endpoint that serves no
+// grains (a client's connection).
+var ErrNoInbound = errors.New("cluster: this peer hosts no grains")
+
+// Inbound receives the requests that arrive on an endpoint. actor.Host is one.
+type Inbound interface {
+	Deliver(req *actor.Request)
+}
+
+// EndpointOptions configure an Endpoint.
+type EndpointOptions struct {
+	// SweepInterval is the resolution of response timeouts: pending calls
+	// are checked this often. Default 10 ms.
+	SweepInterval time.Duration
+}
+
+// Endpoint is one end of a connection between peers (client and gateway, or
+// two silos). Both ends can call and be called over the same connection:
+// requests, replies and cancels are multiplexed by call id. Reader
+// goroutines only decode and hand over: grain code runs in activations.
+type Endpoint struct {
+	conn     *transport.Conn
+	inbound  Inbound
+	interner *wire.Interner
+	log      *slog.Logger
+	calls    callTable
+
+	cancelsOnce sync.Once
+	cancels     *proxy.CancelRegistry
+
+	cancelWatches, cancelsSent atomic.Int64
+}
+
+var (
+	_ proxy.Caller      = (*Endpoint)(nil)
+	_ actor.Replier     = (*Endpoint)(nil)
+	_ transport.Handler = (*Endpoint)(nil)
+)
+
+// NewEndpoint returns an endpoint that is not yet attached to a connection.
+// inbound may be nil for a peer that hosts no grains; interner (may be nil)
+// avoids allocating the names of known grain types. Attach it with Attach
+// before the connection delivers frames, or pass it as the connection's
+// handler and attach it when Dial returns.
+func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner, c clock.Clock, log *slog.Logger) *Endpoint {
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = DefaultSweepInterval
+	}
+	if c == nil {
+		c = clock.Real{}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	e := &Endpoint{inbound: inbound, interner: interner, log: log}
+	e.calls.init(c, opts.SweepInterval)
+	return e
+}
+
+// Attach sets the connection that outgoing calls use.
+func (e *Endpoint) Attach(c *transport.Conn) { e.conn = c }
+
+// Conn returns the attached connection.
+func (e *Endpoint) Conn() *transport.Conn { return e.conn }
+
+// ResponseTimeout implements proxy.Caller; an endpoint has no default of its
+// own, so references should be built on a client or silo caller instead.
+func (e *Endpoint) ResponseTimeout() time.Duration { return proxy.DefaultResponseTimeout }
+
+// outFrame is a pooled envelope plus the buffer its payload was encoded in.
+type outFrame struct {
+	env wire.Envelope
+	buf []byte
+}
+
+func (o *outFrame) AppendTo(b []byte) []byte { return o.env.AppendTo(b) }
+
+var outPool = sync.Pool{New: func() any { return &outFrame{buf: make([]byte, 0, 256)} }}
+
+func putOut(o *outFrame) {
+	o.env.Reset()
+	if cap(o.buf) <= 64<<10 {
+		outPool.Put(o)
+	}
+}
+
+// Call implements proxy.Caller: it sends the request and waits for the
+// reply, the response timeout, or (only for callers that can cancel) the
+// cancellation of ctx, which returns ctx.Err() at once and pushes a cancel
+// to the callee.
+func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Message) error {
+	p := getPending()
+	p.call = call
+	id, err := e.calls.add(p)
+	if err != nil {
+		putPending(p)
+		return err
+	}
+	o := outPool.Get().(*outFrame)
+	o.buf, err = proto.MarshalOptions{}.MarshalAppend(o.buf[:0], in)
+	if err != nil {
+		e.calls.take(id)
+		putOut(o)
+		putPending(p)
+		return fmt.Errorf("%w: encode request: %w", proxy.ErrBadRequest, err)
+	}
+	o.env = wire.Envelope{
+		Kind: wire.KindRequest, CallID: id,
+		GrainType: call.Target.Type, GrainKey: call.Target.Key, MethodID: call.Method.ID,
+		Payload: o.buf, PlacementHint: call.PlacementHint,
+		Budget: call.Budget, Timeout: call.Timeout, Cancellable: call.Cancellable,
+	}
+	err = e.conn.Send(o)
+	putOut(o)
+	if err != nil {
+		if e.calls.take(id) != nil {
+			putPending(p)
+		} else {
+			<-p.done // completed concurrently (connection closed); reclaim it
+			putPending(p)
+		}
+		return fmt.Errorf("cluster: send %s: %w", call.Method.FullName(), err)
+	}
+
+	if !call.Cancellable {
+		// No cancellation machinery at all for callers that cannot cancel.
+		<-p.done
+	} else {
+		e.cancelWatches.Add(1)
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			if e.calls.take(id) != nil {
+				putPending(p)
+				e.sendCancel(id)
+				return ctx.Err()
+			}
+			<-p.done // the reply won the race: use it
+		}
+	}
+	return finish(p, out)
+}
+
+// finish turns a completed pending call into the caller's result.
+func finish(p *pending, out proto.Message) error {
+	err := p.err
+	switch {
+	case err != nil:
+	default:
+		if uerr := proto.Unmarshal(p.payload, out); uerr != nil {
+			err = fmt.Errorf("%w: decode reply: %w", proxy.ErrBadRequest, uerr)
+		}
+	}
+	putPending(p)
+	return err
+}
+
+func (e *Endpoint) sendCancel(id uint64) {
+	e.cancelsSent.Add(1)
+	o := outPool.Get().(*outFrame)
+	o.env = wire.Envelope{Kind: wire.KindCancel, CallID: id}
+	if err := e.conn.Send(o); err != nil {
+		e.log.Debug("cancel not sent", slog.Uint64("call", id), slog.Any("err", err))
+	}
+	putOut(o)
+}
+
+// HandleFrame implements transport.Handler. It runs on the reader goroutine:
+// it decodes and hands over, never running grain code.
+func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
+	var env wire.Envelope
+	if err := env.UnmarshalInterned(body, e.interner); err != nil {
+		e.log.Warn("closing connection after a malformed frame", slog.Any("remote", c.RemoteAddr()), slog.Any("err", err))
+		c.Close()
+		return
+	}
+	switch env.Kind {
+	case wire.KindReply:
+		p := e.calls.take(env.CallID)
+		if p == nil {
+			return // timed out or abandoned: drop the late reply
+		}
+		if env.Status != wire.StatusOK {
+			p.err = proxy.ErrorOf(proxy.Code(env.Status), env.Error)
+		} else {
+			p.payload = env.Payload
+		}
+		p.done <- struct{}{}
+	case wire.KindRequest:
+		e.onRequest(c, &env)
+	case wire.KindCancel:
+		e.registry().Cancel(env.CallID)
+	default:
+		e.log.Warn("closing connection after an unknown frame kind", slog.Any("remote", c.RemoteAddr()), slog.Any("kind", env.Kind))
+		c.Close()
+	}
+}
+
+func (e *Endpoint) registry() *proxy.CancelRegistry {
+	e.cancelsOnce.Do(func() { e.cancels = proxy.NewCancelRegistry(e.calls.clock.Now) })
+	return e.cancels
+}
+
+func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
+	req := &actor.Request{
+		Target:   actor.GrainID{Type: env.GrainType, Key: env.GrainKey},
+		CallID:   env.CallID,
+		MethodID: env.MethodID,
+		Payload:  env.Payload,
+		Budget:   env.Budget,
+		Reply:    e,
+	}
+	if e.inbound == nil {
+		e.Reply(req, nil, ErrNoInbound)
+		return
+	}
+	if env.Budget < 0 || env.Timeout < 0 {
+		e.Reply(req, nil, fmt.Errorf("%w: negative budget or timeout", proxy.ErrBadRequest))
+		return
+	}
+	if env.Cancellable {
+		ctx, err := e.registry().Register(env.CallID)
+		if err != nil {
+			e.Reply(req, nil, fmt.Errorf("%w: %w", proxy.ErrBadRequest, err))
+			return
+		}
+		req.Ctx = ctx
+	}
+	e.inbound.Deliver(req)
+}
+
+// Reply implements actor.Replier: it sends the outcome of a request that
+// arrived on this endpoint.
+func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
+	if req.Ctx != nil {
+		e.cancels.Done(req.CallID)
+	}
+	o := outPool.Get().(*outFrame)
+	o.env = wire.Envelope{Kind: wire.KindReply, CallID: req.CallID}
+	if err == nil && reply != nil {
+		var merr error
+		o.buf, merr = proto.MarshalOptions{}.MarshalAppend(o.buf[:0], reply)
+		if merr != nil {
+			err = fmt.Errorf("%w: encode reply: %w", proxy.ErrBadRequest, merr)
+		} else {
+			o.env.Payload = o.buf
+		}
+	}
+	if err != nil {
+		o.env.Payload = nil
+		o.env.Status = wire.Status(proxy.CodeOf(err))
+		o.env.Error = err.Error()
+	}
+	serr := e.conn.Send(o)
+	if errors.Is(serr, transport.ErrFrameTooLarge) {
+		o.env.Payload = nil
+		o.env.Status = wire.Status(proxy.CodeBadRequest)
+		o.env.Error = "reply exceeds the maximum frame size"
+		serr = e.conn.Send(o)
+	}
+	if serr != nil {
+		e.log.Debug("reply not sent", slog.Uint64("call", req.CallID), slog.Any("err", serr))
+	}
+	putOut(o)
+}
+
+// HandleClose implements transport.Handler: calls waiting on this
+// connection fail with proxy.ErrUnavailable, and calls it carried in are
+// cancelled, since nobody waits for their replies any more.
+func (e *Endpoint) HandleClose(c *transport.Conn, err error) {
+	cause := err
+	if cause == nil {
+		cause = transport.ErrClosed
+	}
+	e.calls.close(fmt.Errorf("%w: %w", proxy.ErrUnavailable, cause))
+	e.registry().CancelAll()
+}
+
+// EndpointStats are an endpoint's counters.
+type EndpointStats struct {
+	Pending       int   // outgoing calls waiting for replies
+	CancelWatches int64 // outgoing calls that watched their context
+	CancelsSent   int64 // cancels pushed to the callee
+	Timeouts      int64 // outgoing calls failed by the response timeout
+	Inbound       proxy.CancelStats
+}
+
+// Stats returns the endpoint's counters.
+func (e *Endpoint) Stats() EndpointStats {
+	return EndpointStats{
+		Pending: e.calls.len(), CancelWatches: e.cancelWatches.Load(), CancelsSent: e.cancelsSent.Load(),
+		Timeouts: e.calls.timeouts.Load(), Inbound: e.registry().Stats(),
+	}
+}

@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/proxy"
+)
+
+// LocalCaller calls grains hosted in this process without a connection. It
+// keeps the semantics of a remote call: arguments and replies are copied
+// through their encoding, response timeouts come from one coarse clock, and
+// only callers that can cancel get a cancellable context on the grain side.
+type LocalCaller struct {
+	inbound Inbound
+	timeout func() time.Duration
+	calls   callTable
+}
+
+var (
+	_ proxy.Caller  = (*LocalCaller)(nil)
+	_ actor.Replier = (*LocalCaller)(nil)
+)
+
+// NewLocalCaller returns a caller that delivers to inbound. timeout supplies
+// the default response timeout; it is read when a reference is used, so it
+// may change after the caller is built.
+func NewLocalCaller(inbound Inbound, timeout func() time.Duration, c clock.Clock, sweep time.Duration) *LocalCaller {
+	if c == nil {
+		c = clock.Real{}
+	}
+	if sweep <= 0 {
+		sweep = DefaultSweepInterval
+	}
+	l := &LocalCaller{inbound: inbound, timeout: timeout}
+	l.calls.init(c, sweep)
+	return l
+}
+
+// ResponseTimeout implements proxy.Caller.
+func (l *LocalCaller) ResponseTimeout() time.Duration { return l.timeout() }
+
+// Call implements proxy.Caller.
+func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.Message) error {
+	payload, err := proto.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("%w: encode request: %w", proxy.ErrBadRequest, err)
+	}
+	p := getPending()
+	p.call = call
+	id, err := l.calls.add(p)
+	if err != nil {
+		putPending(p)
+		return err
+	}
+	req := &actor.Request{Target: call.Target, CallID: id, MethodID: call.Method.ID, Payload: payload, Budget: call.Budget, Reply: l}
+	if !call.Cancellable {
+		l.inbound.Deliver(req)
+		<-p.done
+		return finish(p, out)
+	}
+	callCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req.Ctx = callCtx
+	l.inbound.Deliver(req)
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		if l.calls.take(id) != nil {
+			putPending(p)
+			cancel()
+			return ctx.Err()
+		}
+		<-p.done
+	}
+	return finish(p, out)
+}
+
+// Reply implements actor.Replier. The reply is encoded inside the grain's
+// turn, so the caller never shares a message with the grain.
+func (l *LocalCaller) Reply(req *actor.Request, reply proto.Message, err error) {
+	p := l.calls.take(req.CallID)
+	if p == nil {
+		return
+	}
+	if err == nil && reply != nil {
+		p.payload, err = proto.Marshal(reply)
+	}
+	p.err = err
+	p.done <- struct{}{}
+}
+
+// Pending reports how many calls wait for replies.
+func (l *LocalCaller) Pending() int { return l.calls.len() }
+
+// Close fails waiting calls and refuses new ones.
+func (l *LocalCaller) Close() { l.calls.close(proxy.ErrUnavailable) }

@@ -1,0 +1,314 @@
+package silo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/cluster/transport"
+	"github.com/granary-go/granary/cluster/wire"
+	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/persistence"
+	"github.com/granary-go/granary/proxy"
+)
+
+// Errors of the silo.
+var (
+	ErrStarted    = errors.New("silo: already started")
+	ErrNotStarted = errors.New("silo: not started")
+)
+
+// Silo hosts grains: it keeps their activations, persists their state,
+// accepts clients on its gateway, and gives in-process code a caller.
+type Silo struct {
+	opts    Options
+	deps    deps
+	log     *slog.Logger
+	flusher *persistence.Flusher
+	caller  *hostedCaller
+
+	mu struct {
+		sync.Mutex
+		kinds     []*actor.Kind
+		types     []string
+		host      *actor.Host
+		listener  *transport.Listener
+		endpoints map[*cluster.Endpoint]struct{}
+		started   bool
+		stopped   bool
+	}
+}
+
+var _ proxy.Registrar = (*Silo)(nil)
+
+// New returns a silo. It does no I/O: Start does.
+func New(opts Options, optFns ...Option) (*Silo, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Silo{opts: opts}
+	for _, fn := range optFns {
+		fn(&s.deps)
+	}
+	if s.deps.log == nil {
+		s.deps.log = slog.Default()
+	}
+	if s.deps.clock == nil {
+		s.deps.clock = clock.Real{}
+	}
+	if s.deps.store == nil {
+		s.deps.store = persistence.NewMemoryStore()
+	}
+	s.log = s.deps.log.With(slog.String("silo", opts.Name))
+	flusher, err := persistence.NewFlusher(s.deps.store, persistence.FlusherOptions{Period: opts.FlushPeriod},
+		persistence.WithClock(s.deps.clock), persistence.WithLogger(s.log))
+	if err != nil {
+		return nil, err
+	}
+	s.flusher = flusher
+	s.caller = &hostedCaller{
+		LocalCaller: cluster.NewLocalCaller(s, func() time.Duration { return s.opts.ResponseTimeout }, s.deps.clock, opts.TimeoutResolution),
+		filters:     s.deps.outgoing,
+	}
+	s.mu.endpoints = make(map[*cluster.Endpoint]struct{})
+	return s, nil
+}
+
+// Options returns the silo's settings, defaults filled in.
+func (s *Silo) Options() Options { return s.opts }
+
+// Name returns the silo's name.
+func (s *Silo) Name() string { return s.opts.Name }
+
+// RegisterGrain implements proxy.Registrar. Generated RegisterXGrain
+// functions call it; register every grain type before Start.
+func (s *Silo) RegisterGrain(desc *proxy.ServiceDesc, factory func(id actor.GrainID) any) error {
+	if err := desc.Validate(); err != nil {
+		return err
+	}
+	if factory == nil {
+		return fmt.Errorf("silo: grain type %s: nil factory", desc.Name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.started {
+		return fmt.Errorf("silo: register %s: %w", desc.Name, ErrStarted)
+	}
+	for _, k := range s.mu.kinds {
+		if k.Type == desc.Name {
+			return fmt.Errorf("silo: grain type %s registered twice", desc.Name)
+		}
+	}
+	var iface reflect.Type
+	if desc.HandlerType != nil {
+		iface = reflect.TypeOf(desc.HandlerType).Elem()
+	}
+	newGrain := factory
+	if iface != nil {
+		newGrain = func(id actor.GrainID) any {
+			g := factory(id)
+			if g == nil || !reflect.TypeOf(g).Implements(iface) {
+				panic(fmt.Sprintf("silo: factory of %s returned %T, which does not implement %v", desc.Name, g, iface))
+			}
+			return g
+		}
+	}
+	s.mu.kinds = append(s.mu.kinds, &actor.Kind{
+		Type:       desc.Name,
+		New:        newGrain,
+		Dispatcher: &proxy.Dispatcher{Service: desc, Filters: s.deps.incoming},
+	})
+	s.mu.types = append(s.mu.types, desc.Name)
+	return nil
+}
+
+// Start starts the activation host, the state flusher and the gateway.
+func (s *Silo) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.started {
+		return ErrStarted
+	}
+	host, err := actor.NewHost(actor.HostOptions{
+		CollectionAge:     s.opts.CollectionAge,
+		CollectionQuantum: s.opts.CollectionQuantum,
+	}, s.mu.kinds, actor.WithClock(s.deps.clock), actor.WithLogger(s.log), actor.WithStateStore(stateStore{s.flusher}))
+	if err != nil {
+		return err
+	}
+	if err := s.flusher.Start(ctx); err != nil {
+		return err
+	}
+	if err := host.Start(ctx); err != nil {
+		_ = s.flusher.Stop(ctx)
+		return err
+	}
+	if !s.opts.DisableGateway {
+		interner := wire.NewInterner(s.mu.types...)
+		l, err := transport.Listen(s.opts.GatewayAddress, s.opts.transport(), func(c *transport.Conn) transport.Handler {
+			ep := cluster.NewEndpoint(cluster.EndpointOptions{SweepInterval: s.opts.TimeoutResolution}, host, interner, s.deps.clock, s.log)
+			ep.Attach(c)
+			s.mu.Lock()
+			s.mu.endpoints[ep] = struct{}{}
+			s.mu.Unlock()
+			return &gatewayConn{Endpoint: ep, silo: s}
+		})
+		if err != nil {
+			_ = host.Stop(ctx)
+			_ = s.flusher.Stop(ctx)
+			return fmt.Errorf("silo: gateway: %w", err)
+		}
+		s.mu.listener = l
+		s.log.Info("gateway listening", slog.String("addr", l.Addr().String()))
+	}
+	s.mu.host = host
+	s.mu.started = true
+	return nil
+}
+
+// gatewayConn forgets its endpoint when the connection ends.
+type gatewayConn struct {
+	*cluster.Endpoint
+	silo *Silo
+}
+
+func (g *gatewayConn) HandleClose(c *transport.Conn, err error) {
+	g.Endpoint.HandleClose(c, err)
+	g.silo.mu.Lock()
+	delete(g.silo.mu.endpoints, g.Endpoint)
+	g.silo.mu.Unlock()
+}
+
+// GatewayAddr returns the address the gateway listens on, or nil.
+func (s *Silo) GatewayAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.listener == nil {
+		return nil
+	}
+	return s.mu.listener.Addr()
+}
+
+// Caller returns the silo's own caller: grains use it to call other grains,
+// and code in the silo's process uses it as a client that needs no
+// connection. Its response timeout is always the silo's, whether it was
+// obtained before or after Start.
+func (s *Silo) Caller() proxy.Caller { return s.caller }
+
+// Deliver hands a request to the silo's activations. It fails requests with
+// actor.ErrStopping while the silo is not running.
+func (s *Silo) Deliver(req *actor.Request) {
+	s.mu.Lock()
+	host := s.mu.host
+	s.mu.Unlock()
+	if host == nil {
+		req.Reply.Reply(req, nil, actor.ErrStopping)
+		return
+	}
+	host.Deliver(req)
+}
+
+// Host returns the activation host, or nil before Start.
+func (s *Silo) Host() *actor.Host {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.host
+}
+
+// Stop stops the silo gracefully: requests already queued are served, then
+// every activation deactivates and flushes its state, the gateway closes its
+// connections, and the flusher writes what is still dirty. Requests that
+// arrive meanwhile fail with proxy.ErrUnavailable. Safe to call twice.
+func (s *Silo) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.mu.started || s.mu.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.stopped = true
+	host, listener := s.mu.host, s.mu.listener
+	s.mu.Unlock()
+
+	var errs []error
+	if err := host.Stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if listener != nil {
+		if err := listener.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("silo: gateway: %w", err))
+		}
+	}
+	s.caller.Close()
+	if err := s.flusher.Stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	s.log.Info("silo stopped")
+	return errors.Join(errs...)
+}
+
+// Stats are a silo's counters, for tests and metrics.
+type Stats struct {
+	Host    actor.HostStats
+	Gateway cluster.EndpointStats // summed over client connections
+	Clients int                   // client connections open
+	Flusher persistence.FlusherStats
+}
+
+// Stats returns the silo's counters.
+func (s *Silo) Stats() Stats {
+	s.mu.Lock()
+	host := s.mu.host
+	eps := make([]*cluster.Endpoint, 0, len(s.mu.endpoints))
+	for ep := range s.mu.endpoints {
+		eps = append(eps, ep)
+	}
+	s.mu.Unlock()
+	var st Stats
+	if host != nil {
+		st.Host = host.Stats()
+	}
+	st.Clients = len(eps)
+	for _, ep := range eps {
+		e := ep.Stats()
+		st.Gateway.Pending += e.Pending
+		st.Gateway.CancelWatches += e.CancelWatches
+		st.Gateway.CancelsSent += e.CancelsSent
+		st.Gateway.Timeouts += e.Timeouts
+		st.Gateway.Inbound.Active += e.Inbound.Active
+		st.Gateway.Inbound.Early += e.Inbound.Early
+		st.Gateway.Inbound.Registered += e.Inbound.Registered
+		st.Gateway.Inbound.Cancelled += e.Inbound.Cancelled
+		st.Gateway.Inbound.EarlyCancels += e.Inbound.EarlyCancels
+	}
+	st.Flusher = s.flusher.Stats()
+	return st
+}
+
+// hostedCaller is the silo's own caller, with the silo's outgoing filters.
+type hostedCaller struct {
+	*cluster.LocalCaller
+	filters []proxy.OutgoingFilter
+}
+
+// OutgoingFilters lets references built on this caller apply the silo's
+// outgoing filters.
+func (h *hostedCaller) OutgoingFilters() []proxy.OutgoingFilter { return h.filters }
+
+// stateStore adapts the flusher to the actor host.
+type stateStore struct{ f *persistence.Flusher }
+
+func (s stateStore) OpenState(ctx context.Context, id actor.GrainID, schedule func(func()) bool, snapshot func() ([]byte, error)) (actor.StateRecord, []byte, error) {
+	rec, data, err := s.f.Open(ctx, persistence.Key{GrainType: id.Type, GrainKey: id.Key, Name: "state"}, schedule, snapshot)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, data, nil
+}

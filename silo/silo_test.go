@@ -1,0 +1,513 @@
+package silo_test
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/cluster/transport"
+	"github.com/granary-go/granary/cluster/wire"
+	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/persistence"
+	"github.com/granary-go/granary/proxy"
+	"github.com/granary-go/granary/silo"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type env struct {
+	t     *testing.T
+	silo  *silo.Silo
+	gate  *counter.Gate
+	store *persistence.MemoryStore
+	clock *clock.Fake // the silo's clock, when the test asked for a fake one
+}
+
+type envConfig struct {
+	opts      silo.Options
+	fakeClock bool
+	siloOpts  []silo.Option
+}
+
+func startSilo(t *testing.T, cfg envConfig) *env {
+	t.Helper()
+	e := &env{t: t, gate: counter.NewGate(64), store: persistence.NewMemoryStore()}
+	cfg.opts.GatewayAddress = "127.0.0.1:0"
+	cfg.opts.Name = "test-silo"
+	opts := append([]silo.Option{silo.WithLogger(quiet), silo.WithStore(e.store)}, cfg.siloOpts...)
+	if cfg.fakeClock {
+		e.clock = clock.NewFake(time.Unix(1_700_000_000, 0))
+		opts = append(opts, silo.WithClock(e.clock))
+	}
+	s, err := silo.New(cfg.opts, opts...)
+	require.NoError(t, err)
+	require.NoError(t, counter.RegisterCounterGrain(s, counter.New(e.gate)))
+	require.NoError(t, s.Start(context.Background()))
+	e.silo = s
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, s.Stop(ctx))
+	})
+	return e
+}
+
+func (e *env) client(opts silo.ClientOptions, o ...silo.Option) *silo.Client {
+	e.t.Helper()
+	opts.Gateway = e.silo.GatewayAddr().String()
+	c, err := silo.NewClient(opts, append([]silo.Option{silo.WithLogger(quiet)}, o...)...)
+	require.NoError(e.t, err)
+	require.NoError(e.t, c.Connect(context.Background()))
+	e.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func eventually(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	require.Eventually(t, cond, 10*time.Second, time.Millisecond, msg)
+}
+
+func TestClientCallsGrainThroughGateway(t *testing.T) {
+	e := startSilo(t, envConfig{opts: silo.Options{CollectionAge: 10 * time.Minute, CollectionQuantum: time.Minute}, fakeClock: true})
+	c := e.client(silo.ClientOptions{})
+	ref := counter.NewCounterRef(c, "visits")
+	ctx := context.Background()
+
+	for i := int64(1); i <= 3; i++ {
+		r, err := ref.Add(ctx, &counter.AddRequest{Delta: 10})
+		require.NoError(t, err)
+		assert.Equal(t, 10*i, r.Value, "state kept across calls")
+	}
+	id := actor.GrainID{Type: counter.CounterGrainType, Key: "visits"}
+	host := e.silo.Host()
+	assert.True(t, host.IsActive(id), "activated on first call")
+	assert.EqualValues(t, 1, host.Stats().Activations)
+
+	// Idle past the collection age: the grain deactivates and its state
+	// is flushed to the store.
+	e.clock.Advance(11 * time.Minute)
+	eventually(t, func() bool { return !host.IsActive(id) }, "deactivated when idle")
+	data, _, err := e.store.Read(ctx, persistence.Key{GrainType: id.Type, GrainKey: id.Key, Name: "state"})
+	require.NoError(t, err)
+	assert.NotEmpty(t, data)
+
+	r, err := ref.Get(ctx, &counter.GetRequest{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 30, r.Value, "came back with its persisted state")
+	assert.EqualValues(t, 2, host.Stats().Activations)
+}
+
+func TestStateIsFlushedPeriodically(t *testing.T) {
+	e := startSilo(t, envConfig{fakeClock: true})
+	c := e.client(silo.ClientOptions{})
+	_, err := counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 5})
+	require.NoError(t, err)
+	key := persistence.Key{GrainType: counter.CounterGrainType, GrainKey: "k", Name: "state"}
+	_, _, err = e.store.Read(context.Background(), key)
+	require.ErrorIs(t, err, persistence.ErrNotFound, "nothing written before a flush period")
+	e.clock.Advance(silo.DefaultFlushPeriod)
+	eventually(t, func() bool {
+		_, _, err := e.store.Read(context.Background(), key)
+		return err == nil
+	}, "written within one flush period")
+}
+
+func TestBackgroundCallsUseNoCancellationMachinery(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	c := e.client(silo.ClientOptions{})
+	ref := counter.NewCounterRef(c, "k")
+
+	_, err := ref.Add(context.Background(), &counter.AddRequest{Delta: 1})
+	require.NoError(t, err)
+	_, err = ref.Get(context.Background(), &counter.GetRequest{})
+	require.NoError(t, err)
+	st := e.silo.Stats()
+	assert.Zero(t, c.Stats().CancelWatches, "the client watched no context")
+	assert.Zero(t, st.Gateway.Inbound.Registered, "the silo registered no cancellation")
+	assert.Zero(t, st.Host.TimersArmed, "no timer armed on either path")
+
+	// The same call from a caller that can cancel does set it up.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err = ref.Add(ctx, &counter.AddRequest{Delta: 1})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, c.Stats().CancelWatches)
+	assert.EqualValues(t, 1, e.silo.Stats().Gateway.Inbound.Registered)
+	assert.Zero(t, e.silo.Stats().Gateway.Inbound.Active, "registration released with the reply")
+	assert.Zero(t, e.silo.Stats().Host.TimersArmed)
+}
+
+func TestCancelReturnsAtOnceAndReachesRunningGrain(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	c := e.client(silo.ClientOptions{})
+	ref := counter.NewCounterRef(c, "k")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := ref.Block(ctx, &counter.BlockRequest{Tag: "running"})
+		errc <- err
+	}()
+	require.Equal(t, "running", <-e.gate.Entered())
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	exit := <-e.gate.Exited()
+	assert.True(t, exit.Cancelled, "the running method saw its context cancelled")
+	eventually(t, func() bool { return e.silo.Stats().Gateway.Inbound.Active == 0 }, "registration released")
+}
+
+func TestCancelReturnsWithoutWaitingForTheGrain(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	c := e.client(silo.ClientOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := counter.NewCounterRef(c, "k").Never(ctx, &counter.NeverRequest{})
+		errc <- err
+	}()
+	eventually(t, func() bool { return e.silo.Stats().Host.Deferred == 1 }, "call held by the grain")
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled, "the grain never answers, yet the caller returns")
+	assert.Zero(t, c.Stats().Pending)
+	eventually(t, func() bool { return c.Stats().CancelsSent == 1 }, "cancel pushed")
+}
+
+func TestQueuedRequestIsRemovedWithoutRunning(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	c := e.client(silo.ClientOptions{})
+	ref := counter.NewCounterRef(c, "k")
+
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := ref.Block(context.Background(), &counter.BlockRequest{Tag: "busy"})
+		blocked <- err
+	}()
+	require.Equal(t, "busy", <-e.gate.Entered())
+	invoked := e.silo.Stats().Host.Invocations
+
+	ctx, cancel := context.WithCancel(context.Background())
+	queued := make(chan error, 1)
+	go func() {
+		_, err := ref.Add(ctx, &counter.AddRequest{Delta: 100})
+		queued <- err
+	}()
+	eventually(t, func() bool { return e.silo.Stats().Gateway.Inbound.Registered == 1 }, "request queued behind the busy turn")
+	cancel()
+	require.ErrorIs(t, <-queued, context.Canceled)
+	eventually(t, func() bool { return e.silo.Stats().Gateway.Inbound.Cancelled == 1 }, "cancel reached the silo")
+
+	e.gate.Release("busy")
+	require.NoError(t, <-blocked)
+	<-e.gate.Exited()
+	r, err := ref.Get(context.Background(), &counter.GetRequest{})
+	require.NoError(t, err)
+	assert.Zero(t, r.Value, "the cancelled Add never ran")
+	st := e.silo.Stats().Host
+	assert.EqualValues(t, 1, st.SkippedCancelled)
+	assert.Equal(t, invoked+1, st.Invocations, "only the Get ran after the Block")
+}
+
+// rawConn speaks the wire protocol directly, to send what a well-behaved
+// client never would.
+type rawConn struct {
+	conn    *transport.Conn
+	replies chan wire.Envelope
+}
+
+type rawHandler struct{ replies chan wire.Envelope }
+
+func (h rawHandler) HandleFrame(_ *transport.Conn, body []byte) {
+	var env wire.Envelope
+	if err := env.Unmarshal(body); err == nil {
+		h.replies <- env
+	}
+}
+func (h rawHandler) HandleClose(*transport.Conn, error) { close(h.replies) }
+
+func dialRaw(t *testing.T, e *env) *rawConn {
+	t.Helper()
+	h := rawHandler{replies: make(chan wire.Envelope, 16)}
+	conn, err := transport.Dial(context.Background(), e.silo.GatewayAddr().String(), transport.Options{}, h)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(); <-conn.Done() })
+	return &rawConn{conn: conn, replies: h.replies}
+}
+
+func (r *rawConn) send(t *testing.T, env wire.Envelope) {
+	t.Helper()
+	require.NoError(t, r.conn.Send(&env))
+}
+
+func addRequest(t *testing.T, id uint64, key string, delta int64, cancellable bool) wire.Envelope {
+	payload, err := proto.Marshal(&counter.AddRequest{Delta: delta})
+	require.NoError(t, err)
+	return wire.Envelope{Kind: wire.KindRequest, CallID: id, GrainType: counter.CounterGrainType, GrainKey: key,
+		MethodID: counter.Counter_Add_Method.ID, Payload: payload, Cancellable: cancellable}
+}
+
+func TestCancelBeforeRequestIsHonoured(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	raw := dialRaw(t, e)
+	raw.send(t, wire.Envelope{Kind: wire.KindCancel, CallID: 7})
+	raw.send(t, addRequest(t, 7, "k", 5, true))
+	reply := <-raw.replies
+	assert.Equal(t, uint64(7), reply.CallID)
+	assert.Equal(t, wire.StatusCancelled, reply.Status)
+	assert.Zero(t, e.silo.Stats().Host.Invocations, "the early-cancelled request never ran")
+}
+
+func TestLateCancelReachesNoLaterCall(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	raw := dialRaw(t, e)
+	raw.send(t, addRequest(t, 1, "k", 1, true))
+	first := <-raw.replies
+	require.Equal(t, wire.StatusOK, first.Status)
+	raw.send(t, wire.Envelope{Kind: wire.KindCancel, CallID: 1}) // late
+	raw.send(t, addRequest(t, 2, "k", 1, true))
+	second := <-raw.replies
+	require.Equal(t, uint64(2), second.CallID)
+	require.Equal(t, wire.StatusOK, second.Status)
+	var out counter.AddReply
+	require.NoError(t, proto.Unmarshal(second.Payload, &out))
+	assert.EqualValues(t, 2, out.Value)
+	assert.Zero(t, e.silo.Stats().Gateway.Inbound.Cancelled)
+}
+
+func TestDuplicateActiveCallIDIsRejected(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	raw := dialRaw(t, e)
+	block, err := proto.Marshal(&counter.BlockRequest{Tag: "dup"})
+	require.NoError(t, err)
+	raw.send(t, wire.Envelope{Kind: wire.KindRequest, CallID: 3, GrainType: counter.CounterGrainType, GrainKey: "k",
+		MethodID: counter.Counter_Block_Method.ID, Payload: block, Cancellable: true})
+	require.Equal(t, "dup", <-e.gate.Entered())
+	raw.send(t, addRequest(t, 3, "k", 1, true))
+	reply := <-raw.replies
+	assert.Equal(t, wire.StatusBadRequest, reply.Status)
+	assert.Contains(t, reply.Error, "already active")
+	e.gate.Release("dup")
+	reply = <-raw.replies
+	assert.Equal(t, wire.StatusOK, reply.Status)
+}
+
+func TestBudgets(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	c := e.client(silo.ClientOptions{ResponseTimeout: 10 * time.Second})
+	ref := counter.NewCounterRef(c, "k")
+	ctx := context.Background()
+
+	r, err := ref.Add(ctx, &counter.AddRequest{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 8*time.Second, r.BudgetNanos, "80% of the client's response timeout")
+
+	r, err = ref.Add(ctx, &counter.AddRequest{}, proxy.WithTimeout(5*time.Second))
+	require.NoError(t, err)
+	assert.EqualValues(t, 4*time.Second, r.BudgetNanos, "a per-call timeout overrides the default")
+
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r, err = ref.Add(short, &counter.AddRequest{})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, r.BudgetNanos, int64(2*time.Second), "the caller's shorter deadline wins")
+	assert.Greater(t, r.BudgetNanos, int64(time.Second))
+
+	g, err := ref.Get(ctx, &counter.GetRequest{})
+	require.NoError(t, err)
+	assert.Zero(t, g.BudgetNanos, "unbounded methods get no budget")
+
+	expired, cancel2 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel2()
+	_, err = ref.Add(expired, &counter.AddRequest{Delta: 1000})
+	require.ErrorIs(t, err, proxy.ErrBudgetExpired)
+	g, err = ref.Get(ctx, &counter.GetRequest{})
+	require.NoError(t, err)
+	assert.Zero(t, g.Value, "an expired budget changes nothing")
+}
+
+func TestHostedCallerUsesSiloTimeoutWhateverTheOrder(t *testing.T) {
+	s, err := silo.New(silo.Options{DisableGateway: true, ResponseTimeout: 5 * time.Second}, silo.WithLogger(quiet))
+	require.NoError(t, err)
+	before := s.Caller() // obtained before registration and Start
+	require.NoError(t, counter.RegisterCounterGrain(s, counter.New(nil)))
+	refBefore := counter.NewCounterRef(before, "k")
+	require.NoError(t, s.Start(context.Background()))
+	defer func() { require.NoError(t, s.Stop(context.Background())) }()
+	refAfter := counter.NewCounterRef(s.Caller(), "k")
+
+	for _, ref := range []counter.CounterRef{refBefore, refAfter} {
+		r, err := ref.Add(context.Background(), &counter.AddRequest{Delta: 1})
+		require.NoError(t, err)
+		assert.EqualValues(t, 4*time.Second, r.BudgetNanos)
+	}
+	assert.Equal(t, 5*time.Second, s.Caller().ResponseTimeout())
+}
+
+func TestNeverAnsweringGrainTimesOut(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	c := e.client(silo.ClientOptions{ResponseTimeout: 200 * time.Millisecond}, silo.WithClock(fake))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := counter.NewCounterRef(c, "k").Never(context.Background(), &counter.NeverRequest{})
+		errc <- err
+	}()
+	eventually(t, func() bool { return e.silo.Stats().Host.Deferred == 1 }, "call held by the grain")
+	fake.Advance(190 * time.Millisecond)
+	select {
+	case err := <-errc:
+		t.Fatalf("returned before the response timeout: %v", err)
+	default:
+	}
+	fake.Advance(10 * time.Millisecond)
+	err := <-errc
+	require.ErrorIs(t, err, proxy.ErrTimeout)
+	var te *proxy.TimeoutError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, 200*time.Millisecond, te.Timeout)
+	st := c.Stats()
+	assert.Zero(t, st.Pending, "nothing left pending")
+	assert.EqualValues(t, 1, st.Timeouts)
+	assert.Zero(t, fake.Pending(), "the timeout clock disarms when nothing is pending")
+}
+
+func TestPanicAnswersErrorAndSiloKeepsServing(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	c := e.client(silo.ClientOptions{})
+	ref := counter.NewCounterRef(c, "k")
+	_, err := ref.Add(context.Background(), &counter.AddRequest{Delta: 3})
+	require.NoError(t, err)
+	_, err = ref.Panic(context.Background(), &counter.PanicRequest{})
+	require.ErrorIs(t, err, proxy.ErrPanic)
+	assert.Contains(t, err.Error(), "asked to panic")
+	host := e.silo.Host()
+	eventually(t, func() bool { return host.Stats().Deactivations == 1 }, "the activation was deactivated")
+	r, err := ref.Get(context.Background(), &counter.GetRequest{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, r.Value, "reactivated with its state")
+	assert.EqualValues(t, 2, host.Stats().Activations)
+}
+
+func TestUnknownGrainTypeAndMethod(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	c := e.client(silo.ClientOptions{})
+	bogus := proxy.NewRef(c, "no.such.Grain", "k")
+	err := bogus.Invoke(context.Background(), &proxy.MethodDesc{Service: "no.such.Grain", Name: "X", ID: 1}, &counter.GetRequest{}, &counter.GetReply{})
+	require.ErrorIs(t, err, proxy.ErrUnknownGrainType)
+
+	ref := proxy.NewRef(c, counter.CounterGrainType, "k")
+	err = ref.Invoke(context.Background(), &proxy.MethodDesc{Service: counter.CounterGrainType, Name: "Nope", ID: 12345}, &counter.GetRequest{}, &counter.GetReply{})
+	require.ErrorIs(t, err, proxy.ErrUnknownMethod)
+
+	_, err = counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 1})
+	require.NoError(t, err, "the connection still serves")
+}
+
+func TestMalformedAndOversizeFramesCloseOnlyThatConnection(t *testing.T) {
+	e := startSilo(t, envConfig{opts: silo.Options{MaxFrameSize: 1024}})
+	good := e.client(silo.ClientOptions{})
+	ref := counter.NewCounterRef(good, "k")
+
+	for name, frame := range map[string][]byte{
+		"malformed": append(binary.BigEndian.AppendUint32(nil, 3), 0xff, 0xff, 0xff),
+		"oversize":  binary.BigEndian.AppendUint32(nil, 1<<20),
+		"bad kind":  append(binary.BigEndian.AppendUint32(nil, 2), 0x08, 0x63),
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", e.silo.GatewayAddr().String())
+			require.NoError(t, err)
+			defer conn.Close()
+			_, err = conn.Write(frame)
+			require.NoError(t, err)
+			require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+			_, err = conn.Read(make([]byte, 1))
+			require.ErrorIs(t, err, io.EOF, "the silo closed the offending connection")
+
+			_, err = ref.Add(context.Background(), &counter.AddRequest{Delta: 1})
+			require.NoError(t, err, "and keeps serving others")
+		})
+	}
+}
+
+func TestOversizeRequestIsRefusedAndChangesNothing(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	c := e.client(silo.ClientOptions{MaxFrameSize: 256})
+	// A message that cannot fit in a frame is refused before it is sent.
+	bogus := proxy.NewRef(c, counter.CounterGrainType, "k")
+	big := &counter.BlockRequest{Tag: strings.Repeat("x", 1024)}
+	err := bogus.Invoke(context.Background(), counter.Counter_Block_Method, big, &counter.BlockReply{})
+	require.ErrorIs(t, err, transport.ErrFrameTooLarge)
+	assert.Zero(t, c.Stats().Pending)
+	r, err := counter.NewCounterRef(c, "k").Get(context.Background(), &counter.GetRequest{})
+	require.NoError(t, err)
+	assert.Zero(t, r.Value)
+	assert.EqualValues(t, 1, e.silo.Stats().Host.Invocations, "only the Get reached the grain")
+}
+
+func TestFilters(t *testing.T) {
+	var incoming, outgoing atomic.Int64
+	in := func(ctx context.Context, call *proxy.IncomingCall, next proxy.IncomingInvoker) (proto.Message, error) {
+		incoming.Add(1)
+		return next(ctx, call)
+	}
+	out := func(ctx context.Context, call proxy.Call, i, o proto.Message, next proxy.Invoker) error {
+		outgoing.Add(1)
+		assert.Equal(t, counter.CounterGrainType, call.Target.Type)
+		return next(ctx, call, i, o)
+	}
+	e := startSilo(t, envConfig{siloOpts: []silo.Option{silo.WithIncomingFilters(in)}})
+	c := e.client(silo.ClientOptions{}, silo.WithOutgoingFilters(out))
+	r, err := counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 2})
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, r.Value)
+	assert.EqualValues(t, 1, incoming.Load())
+	assert.EqualValues(t, 1, outgoing.Load())
+}
+
+func TestStopFlushesStateAndRefusesCalls(t *testing.T) {
+	store := persistence.NewMemoryStore()
+	s, err := silo.New(silo.Options{GatewayAddress: "127.0.0.1:0"}, silo.WithLogger(quiet), silo.WithStore(store))
+	require.NoError(t, err)
+	require.NoError(t, counter.RegisterCounterGrain(s, counter.New(nil)))
+	require.NoError(t, s.Start(context.Background()))
+	c, err := silo.NewClient(silo.ClientOptions{Gateway: s.GatewayAddr().String()}, silo.WithLogger(quiet))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 9})
+	require.NoError(t, err)
+	require.NoError(t, s.Stop(context.Background()))
+	require.NoError(t, s.Stop(context.Background()), "stop is idempotent")
+
+	data, _, err := store.Read(context.Background(), persistence.Key{GrainType: counter.CounterGrainType, GrainKey: "k", Name: "state"})
+	require.NoError(t, err)
+	g := &counter.Grain{}
+	require.NoError(t, g.LoadState(data))
+
+	_, err = counter.NewCounterRef(c, "k").Get(context.Background(), &counter.GetRequest{})
+	require.ErrorIs(t, err, proxy.ErrUnavailable)
+	require.ErrorIs(t, counter.RegisterCounterGrain(s, counter.New(nil)), silo.ErrStarted)
+}
+
+func TestOptionsValidate(t *testing.T) {
+	_, err := silo.New(silo.Options{GatewayAddress: "nope", ResponseTimeout: -1, FlushPeriod: -1, MaxFrameSize: 1, TimeoutResolution: -1})
+	require.Error(t, err)
+	for _, field := range []string{"GatewayAddress", "ResponseTimeout", "FlushPeriod", "MaxFrameSize", "TimeoutResolution"} {
+		assert.Contains(t, err.Error(), field)
+	}
+	_, err = silo.NewClient(silo.ClientOptions{})
+	require.ErrorContains(t, err, "Gateway")
+}
