@@ -1,0 +1,61 @@
+package transport_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/granary-go/granary/cluster/transport"
+)
+
+// text is a Marshaler for a string body.
+type text string
+
+func (t text) AppendTo(b []byte) []byte { return append(b, t...) }
+
+// upper answers each frame with its body in upper case.
+type upper struct{}
+
+func (upper) HandleFrame(c *transport.Conn, body []byte) {
+	for i, ch := range body {
+		if 'a' <= ch && ch <= 'z' {
+			body[i] = ch - 'a' + 'A' // the body is the handler's to change
+		}
+	}
+	_ = c.Send(text(body))
+}
+
+func (upper) HandleClose(*transport.Conn, error) {}
+
+// printer prints each frame and reports it on a channel.
+type printer chan struct{}
+
+func (p printer) HandleFrame(_ *transport.Conn, body []byte) {
+	fmt.Println(string(body))
+	p <- struct{}{}
+}
+
+func (p printer) HandleClose(_ *transport.Conn, err error) { fmt.Println("closed:", err) }
+
+func Example() {
+	l, err := transport.Listen("127.0.0.1:0", transport.Options{}, func(*transport.Conn) transport.Handler {
+		return upper{} // the handler is in place before the first frame is read
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+
+	replies := make(printer, 1)
+	c, err := transport.Dial(context.Background(), l.Addr().String(), transport.Options{}, replies)
+	if err != nil {
+		panic(err)
+	}
+	if err := c.Send(text("hello")); err != nil {
+		panic(err)
+	}
+	<-replies
+	c.Close()
+	// Output:
+	// HELLO
+	// closed: <nil>
+}
