@@ -1,0 +1,39 @@
+// Package proxy is the runtime behind generated grain references and
+// dispatchers.
+//
+// The generator (proxy/cmd/granarygen, run by go generate) writes, for each
+// protobuf service, a typed reference (NewXRef), a server interface
+// (XGrain), a ServiceDesc with stable method ids (MethodID), and a
+// RegisterXGrain function. References are built on a Caller: a silo.Client
+// or a silo's own caller.
+//
+// # Timeouts and budgets
+//
+// A call's response timeout is the per-call WithTimeout option, else the
+// caller's ResponseTimeout. Methods marked with the option
+// (granary.bounded) = true also carry a budget: 80% of the response
+// timeout, or the time left before the caller's deadline when that is
+// shorter (Budget). The budget is a number on the request; the server
+// starts counting it when the method begins, so activation and routing
+// time count only against the response timeout. It is not a globally
+// synchronised deadline. Nothing about it arms a timer unless the grain
+// has to wait.
+//
+// # Filters
+//
+// OutgoingFilter and IncomingFilter intercept calls. With none registered
+// a call takes a direct path with no chain and no extra allocation.
+//
+// # Cancellation
+//
+// CancelRegistry is the server side of push cancellation: per connection,
+// call ids map to fresh, never-reused contexts. Early cancels are
+// remembered for a bounded time, late ones are no-ops.
+//
+// # Errors
+//
+// Errors that crossed the wire arrive as *RemoteError and match the
+// package's sentinels with errors.Is; a response timeout is a
+// *TimeoutError matching ErrTimeout; a caller's cancellation is
+// context.Canceled.
+package proxy
