@@ -303,6 +303,7 @@ type EndpointStats struct {
 	CancelsSent   int64 // cancels pushed to the callee
 	Timeouts      int64 // outgoing calls failed by the response timeout
 	Inbound       proxy.CancelStats
+	Transport     transport.Stats // the connection's traffic
 }
 
 // Stats returns the endpoint's counters.
@@ -310,5 +311,6 @@ func (e *Endpoint) Stats() EndpointStats {
 	return EndpointStats{
 		Pending: e.calls.len(), CancelWatches: e.cancelWatches.Load(), CancelsSent: e.cancelsSent.Load(),
 		Timeouts: e.calls.timeouts.Load(), Inbound: e.registry().Stats(),
+		Transport: e.conn.Stats(),
 	}
 }

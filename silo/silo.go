@@ -287,6 +287,12 @@ func (s *Silo) Stats() Stats {
 		st.Gateway.Inbound.Registered += e.Inbound.Registered
 		st.Gateway.Inbound.Cancelled += e.Inbound.Cancelled
 		st.Gateway.Inbound.EarlyCancels += e.Inbound.EarlyCancels
+		st.Gateway.Transport.FramesQueued += e.Transport.FramesQueued
+		st.Gateway.Transport.FramesWritten += e.Transport.FramesWritten
+		st.Gateway.Transport.BatchesWritten += e.Transport.BatchesWritten
+		st.Gateway.Transport.BytesWritten += e.Transport.BytesWritten
+		st.Gateway.Transport.FramesRead += e.Transport.FramesRead
+		st.Gateway.Transport.BytesRead += e.Transport.BytesRead
 	}
 	st.Flusher = s.flusher.Stats()
 	return st

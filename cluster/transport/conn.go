@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,6 +173,15 @@ func (c *Conn) writeLoop() {
 		case <-c.closing:
 			return
 		}
+		// Yield once before taking the batch. The frame that woke us usually
+		// comes from a burst: a read just completed a dozen callers, and they
+		// are runnable but have not yet queued their frames. Letting them run
+		// first turns a dozen one-frame writes into one. With nothing else
+		// runnable, Gosched returns at once. Measured on 2 cores, 16 callers
+		// (silo BenchmarkGrainCall, BenchmarkEcho): frames per client write
+		// 2.5 -> 10.9, grain calls 186k -> 294k/s, echo 358k -> 552k/s;
+		// sequential latency unchanged.
+		runtime.Gosched()
 		for {
 			c.mu.Lock()
 			batch, frames := c.mu.pending, c.mu.pendingFrames

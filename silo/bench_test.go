@@ -1,0 +1,156 @@
+package silo_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/granary-go/granary/cluster/transport"
+	"github.com/granary-go/granary/internal/echo"
+	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/silo"
+)
+
+// benchSilo starts a silo and a client connected to its gateway over
+// loopback.
+func benchSilo(b *testing.B) (*silo.Silo, *silo.Client) {
+	b.Helper()
+	s, err := silo.New(silo.Options{GatewayAddress: "127.0.0.1:0", Name: "bench"}, silo.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := counter.RegisterCounterGrain(s, counter.New(nil)); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	c, err := silo.NewClient(silo.ClientOptions{Gateway: s.GatewayAddr().String()}, silo.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Stop(ctx)
+	})
+	return s, c
+}
+
+// reportBatching reports how many frames each socket write carried, on the
+// client and on the silo.
+func reportBatching(b *testing.B, s *silo.Silo, c *silo.Client) {
+	ct := c.Stats().Transport
+	st := s.Stats().Gateway.Transport
+	if ct.BatchesWritten > 0 {
+		b.ReportMetric(float64(ct.FramesWritten)/float64(ct.BatchesWritten), "client-frames/write")
+	}
+	if st.BatchesWritten > 0 {
+		b.ReportMetric(float64(st.FramesWritten)/float64(st.BatchesWritten), "silo-frames/write")
+	}
+}
+
+// runWorkers spreads b.N calls over workers goroutines; worker w calls
+// call(w) and reports round trips per second.
+func runWorkers(b *testing.B, workers int, call func(worker int) error) {
+	b.Helper()
+	b.ReportAllocs()
+	var wg sync.WaitGroup
+	per := b.N / workers
+	extra := b.N % workers
+	b.ResetTimer()
+	start := time.Now()
+	for w := range workers {
+		n := per
+		if w < extra {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				if err := call(w); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+}
+
+// BenchmarkGrainCall measures a client-to-silo round trip through a
+// generated reference: one key (hot) and sixteen keys (partitioned), with a
+// caller that cannot cancel and with one that can.
+func BenchmarkGrainCall(b *testing.B) {
+	for _, tc := range []struct {
+		name        string
+		workers     int
+		keys        int
+		cancellable bool
+	}{
+		{"sequential", 1, 1, false},
+		{"sequential/cancellable", 1, 1, true},
+		{"hot-key-16", 16, 1, false},
+		{"hot-key-16/cancellable", 16, 1, true},
+		{"partitioned-16", 16, 16, false},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, c := benchSilo(b)
+			refs := make([]counter.CounterRef, tc.workers)
+			for w := range refs {
+				refs[w] = counter.NewCounterRef(c, fmt.Sprint("key-", w%tc.keys))
+			}
+			ctx := context.Background()
+			if tc.cancellable {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+			}
+			in := &counter.AddRequest{Delta: 1}
+			for _, r := range refs { // activate before measuring
+				if _, err := r.Add(ctx, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runWorkers(b, tc.workers, func(w int) error {
+				_, err := refs[w].Add(ctx, in)
+				return err
+			})
+			reportBatching(b, s, c)
+		})
+	}
+}
+
+// BenchmarkEcho is the transport ceiling measured beside the grain calls:
+// a bare length-prefixed echo over one loopback connection, 48-byte
+// payloads, answered inline on the server's reader goroutine.
+func BenchmarkEcho(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		workers int
+	}{{"sequential", 1}, {"parallel-16", 16}} {
+		b.Run(tc.name, func(b *testing.B) {
+			srv, err := echo.Listen("127.0.0.1:0", transport.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close()
+			c, err := echo.Dial(context.Background(), srv.Addr().String(), transport.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			payload := make([]byte, 48)
+			runWorkers(b, tc.workers, func(int) error {
+				_, err := c.Call(payload)
+				return err
+			})
+		})
+	}
+}
