@@ -1,0 +1,272 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Record is one piece of grain state opened on a Flusher. Its owner (the
+// activation that holds the state) marks it dirty after changing the state
+// and may flush, clear or close it; the flusher writes it in the background
+// while it is dirty.
+//
+// MarkDirty, Flush, Clear and Close must be called from inside the owner's
+// turns, never concurrently with each other. ETag, Key and Err may be called
+// from anywhere.
+type Record struct {
+	flusher  *Flusher
+	key      Key
+	schedule func(func()) bool
+	snapshot func() ([]byte, error)
+	turnFn   func() // r.turn, bound once so a period allocates nothing
+
+	// dirty is set by the owner after a change (and by the flusher when a
+	// write fails) and cleared inside the owner's turn just before a
+	// snapshot, so a change made after the snapshot is never lost.
+	dirty atomic.Bool
+	// listed says whether the record is on the flusher's dirty list; it is
+	// guarded by flusher.mu.
+	listed bool
+
+	mu struct {
+		sync.Mutex
+		etag string
+		// pending: a snapshot turn was scheduled and has not run yet.
+		pending bool
+		// hasData: data is a snapshot waiting for the writer.
+		hasData bool
+		data    []byte
+		// writing: a Store call for this record is in flight; done is
+		// closed when it ends. There is at most one.
+		writing bool
+		done    chan struct{}
+		closed  bool
+		// conflict is the last ETag conflict, which stops background writes
+		// until the owner flushes successfully.
+		conflict error
+	}
+}
+
+// Key returns the key the record was opened with.
+func (r *Record) Key() Key { return r.key }
+
+// ETag returns the ETag of the last value this record read or wrote, or ""
+// if nothing is stored.
+func (r *Record) ETag() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.etag
+}
+
+// Err returns the ETag conflict (a *ConflictError) that stopped background
+// writes for this record, or nil. The owner should treat a conflict as
+// Orleans does: its state is stale, so it should deactivate and reload.
+func (r *Record) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.conflict
+}
+
+// MarkDirty records that the state changed, so that the next period writes
+// it. It costs one atomic load when the record is already dirty.
+func (r *Record) MarkDirty() {
+	if r.dirty.Load() {
+		return
+	}
+	r.setDirty()
+}
+
+// Dirty reports whether the state changed since its last snapshot.
+func (r *Record) Dirty() bool { return r.dirty.Load() }
+
+func (r *Record) setDirty() {
+	if !r.dirty.Swap(true) {
+		r.flusher.noteDirty(r)
+	}
+}
+
+// turn runs inside the owner's turn, on the flusher's request: it takes a
+// snapshot if the state is still dirty and queues it for the writer.
+func (r *Record) turn() {
+	f := r.flusher
+	defer f.signal()
+	r.mu.Lock()
+	if r.mu.closed || !r.dirty.CompareAndSwap(true, false) {
+		r.mu.pending = false
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	data, err := r.snapshot()
+	r.mu.Lock()
+	r.mu.pending = false
+	if err != nil {
+		r.mu.Unlock()
+		r.setDirty()
+		f.fail(r.key, "snapshot", err)
+		return
+	}
+	r.mu.data, r.mu.hasData = data, true
+	r.mu.Unlock()
+	f.enqueue(r)
+}
+
+// Flush writes the state now: it waits for a background write of this record
+// already in flight (so writes stay in order), discards any older snapshot
+// still queued, takes a snapshot and writes it, whether or not the record is
+// dirty. On failure the record stays dirty, for the background to retry; a
+// *ConflictError (matching ErrConflict) means the state is stale.
+func (r *Record) Flush(ctx context.Context) error {
+	done, err := r.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	return r.flushAcquired(ctx, done)
+}
+
+// Clear deletes the stored state, checked against the record's ETag, and
+// marks the record clean: the owner is expected to have reset its state. It
+// waits for a background write in flight first and discards a queued one.
+func (r *Record) Clear(ctx context.Context) error {
+	done, err := r.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	etag := r.ETag()
+	err = r.flusher.store.Delete(ctx, r.key, etag)
+	if err == nil {
+		r.dirty.Store(false)
+	}
+	r.endWrite(done, "", err)
+	if err != nil {
+		return fmt.Errorf("persistence: delete %s: %w", r.key, err)
+	}
+	return nil
+}
+
+// Close makes a final flush if the state is dirty (or a snapshot was still
+// waiting to be written), waits for any write in flight, and unregisters the
+// record; call it on deactivation. The record is closed even if the flush
+// fails, and the error, a conflict included, is returned: the unwritten
+// change is then lost, as the owner is going away. Close is safe to call
+// twice.
+func (r *Record) Close(ctx context.Context) error {
+	r.mu.Lock()
+	closed := r.mu.closed
+	r.mu.Unlock()
+	if closed {
+		return nil
+	}
+	defer r.finishClose()
+	done, err := r.acquire(ctx)
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !r.dirty.Load() {
+		r.release(done)
+		return nil
+	}
+	return r.flushAcquired(ctx, done)
+}
+
+func (r *Record) finishClose() {
+	r.mu.Lock()
+	r.mu.closed = true
+	r.mu.data, r.mu.hasData = nil, false
+	r.mu.Unlock()
+	r.flusher.unregister(r)
+}
+
+// acquire claims the record's single write slot for the owner: it discards
+// a queued snapshot (the caller is about to supersede it, so it marks the
+// record dirty in its place) and waits for a write in flight to end.
+func (r *Record) acquire(ctx context.Context) (chan struct{}, error) {
+	for {
+		r.mu.Lock()
+		if r.mu.closed {
+			r.mu.Unlock()
+			return nil, ErrClosed
+		}
+		superseded := r.mu.hasData
+		r.mu.data, r.mu.hasData = nil, false
+		if !r.mu.writing {
+			done := r.beginWriteLocked()
+			r.mu.Unlock()
+			if superseded {
+				r.setDirty()
+			}
+			return done, nil
+		}
+		wait := r.mu.done
+		r.mu.Unlock()
+		if superseded {
+			r.setDirty()
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// flushAcquired snapshots and writes while holding the write slot, and
+// releases it.
+func (r *Record) flushAcquired(ctx context.Context, done chan struct{}) error {
+	r.dirty.Store(false)
+	data, err := r.snapshot()
+	if err != nil {
+		r.release(done)
+		r.setDirty()
+		return fmt.Errorf("persistence: snapshot %s: %w", r.key, err)
+	}
+	f := r.flusher
+	f.stats.attempted.Add(1)
+	newETag, err := f.store.Write(ctx, r.key, data, r.ETag())
+	r.endWrite(done, newETag, err)
+	if err != nil {
+		r.setDirty()
+	}
+	f.countWrite(err)
+	if err != nil {
+		return fmt.Errorf("persistence: write %s: %w", r.key, err)
+	}
+	return nil
+}
+
+func (r *Record) beginWriteLocked() chan struct{} {
+	done := make(chan struct{})
+	r.mu.writing, r.mu.done = true, done
+	return done
+}
+
+// release gives back the write slot after writing nothing.
+func (r *Record) release(done chan struct{}) {
+	r.mu.Lock()
+	r.mu.writing, r.mu.done = false, nil
+	r.mu.Unlock()
+	close(done)
+}
+
+// endWrite releases the write slot and records the outcome of the store
+// call: a new ETag ("" after a delete) on success, the conflict on one.
+func (r *Record) endWrite(done chan struct{}, newETag string, err error) {
+	r.mu.Lock()
+	r.mu.writing, r.mu.done = false, nil
+	var conflict *ConflictError
+	switch {
+	case err == nil:
+		r.mu.etag = newETag
+		r.mu.conflict = nil
+	case errors.As(err, &conflict):
+		r.mu.conflict = conflict
+	}
+	r.mu.Unlock()
+	close(done)
+}
