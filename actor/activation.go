@@ -55,7 +55,8 @@ type activation struct {
 	timers      map[*Timer]struct{}
 
 	gone       atomic.Bool  // no more posts: the actor is stopping
-	lastActive atomic.Int64 // unix nanos of the last request turn
+	touched    atomic.Bool  // a request ran since the collector last looked
+	lastActive atomic.Int64 // unix nanos when the collector last saw activity
 
 	pendingMu sync.Mutex
 	pending   map[*Deferred]struct{} // deferred replies not yet answered
@@ -70,7 +71,16 @@ func (a *activation) post(msg any) bool {
 	return true
 }
 
+// idleFor reports how long the activation has been idle, as the collector
+// sees it: requests only set a flag (no clock read on the request path), and
+// the collector turns the flag into a time on its next pass, so idleness is
+// measured from up to one collection quantum after the last request, never
+// from before it.
 func (a *activation) idleFor(now time.Time) time.Duration {
+	if a.touched.Swap(false) {
+		a.lastActive.Store(now.UnixNano())
+		return 0
+	}
 	return now.Sub(time.Unix(0, a.lastActive.Load()))
 }
 
@@ -95,7 +105,7 @@ func (a *activation) Receive(c protoactor.Context) {
 }
 
 func (a *activation) idleNow() bool {
-	if a.idleFor(a.host.clock.Now()) < a.collectionAge {
+	if a.touched.Load() || a.idleFor(a.host.clock.Now()) < a.collectionAge {
 		return false
 	}
 	a.pendingMu.Lock()
@@ -162,17 +172,19 @@ func (a *activation) onRequest(req *Request) {
 		req.Reply.Reply(req, nil, req.Ctx.Err())
 		return
 	}
-	now := h.clock.Now()
-	a.lastActive.Store(now.UnixNano())
+	a.touched.Store(true)
 
 	var ctx context.Context = context.Background()
 	if req.Ctx != nil || req.Budget > 0 {
-		cc := &callContext{Context: context.Background(), budget: req.Budget}
+		// The call context lives inside the request: no allocation of
+		// its own, and no timer.
+		cc := &req.callCtx
+		cc.Context, cc.budget = context.Background(), req.Budget
 		if req.Ctx != nil {
 			cc.Context = req.Ctx
 		}
 		if req.Budget > 0 {
-			cc.deadline = now.Add(req.Budget)
+			cc.deadline = h.clock.Now().Add(req.Budget)
 		}
 		ctx = cc
 	}

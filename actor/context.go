@@ -65,10 +65,7 @@ func (c *Context) Defer() (*Deferred, error) {
 		return a.deferredNow, nil
 	}
 	req := a.current
-	d := &Deferred{a: a, req: req}
-	if req.Budget > 0 {
-		d.deadline = a.host.clock.Now().Add(req.Budget)
-	}
+	d := &Deferred{a: a, req: req, deadline: req.callCtx.deadline}
 	a.pendingMu.Lock()
 	if a.pending == nil {
 		a.pending = make(map[*Deferred]struct{})

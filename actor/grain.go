@@ -85,6 +85,8 @@ type Request struct {
 	Ctx context.Context
 	// Reply receives the outcome.
 	Reply Replier
+
+	callCtx callContext // the method's context when it has a budget or can be cancelled
 }
 
 type budgetKey struct{}

@@ -108,6 +108,8 @@ type Host struct {
 	store  StateStore
 	system *protoactor.ActorSystem
 	kinds  map[string]*Kind
+	props  *protoactor.Props
+	disp   *workerDispatcher
 
 	shutdown sync.Once
 
@@ -179,6 +181,7 @@ func (h *Host) Start(ctx context.Context) error {
 	h.system = protoactor.NewActorSystem(
 		protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger { return logger }),
 	)
+	h.disp = newWorkerDispatcher()
 	h.mu.started = true
 	h.mu.collector = h.clock.AfterFunc(h.opts.CollectionQuantum, h.collect)
 	return nil
@@ -299,7 +302,10 @@ func (h *Host) Stop(ctx context.Context) error {
 		err = fmt.Errorf("actor: stop: %w", ctx.Err())
 	}
 	if err == nil {
-		h.shutdown.Do(h.system.Shutdown)
+		h.shutdown.Do(func() {
+			h.system.Shutdown()
+			h.disp.close()
+		})
 	}
 	return err
 }
@@ -343,7 +349,7 @@ func (h *Host) newActivation(kind *Kind, id GrainID) *activation {
 	}
 	a.gc = &Context{a: a}
 	a.lastActive.Store(h.clock.Now().UnixNano())
-	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a })
+	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a }, protoactor.WithDispatcher(h.disp))
 	a.pid = h.system.Root.Spawn(props)
 	h.stats.activations.Add(1)
 	return a

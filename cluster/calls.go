@@ -44,9 +44,10 @@ type callTable struct {
 
 	mu struct {
 		sync.Mutex
-		calls    map[uint64]*pending
-		closed   error
-		sweeping bool
+		calls     map[uint64]*pending
+		closed    error
+		sweeping  bool
+		lastSweep int64 // unix nanos of the last sweep, while sweeping
 	}
 	timeouts atomic.Int64
 }
@@ -57,19 +58,28 @@ func (t *callTable) init(c clock.Clock, interval time.Duration) {
 }
 
 // add registers p under a fresh call id.
+//
+// While the sweep runs, the deadline is taken from the time of the last
+// sweep plus one interval (the time of the next sweep) instead of reading
+// the clock: under load no call reads the clock, and a deadline is never
+// earlier than the exact one, only up to one interval later.
 func (t *callTable) add(p *pending) (uint64, error) {
-	p.deadline = t.clock.Now().Add(p.call.Timeout).UnixNano()
 	id := t.nextID.Add(1)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.closed != nil {
 		return 0, t.mu.closed
 	}
-	t.mu.calls[id] = p
-	if !t.mu.sweeping {
+	if t.mu.sweeping {
+		p.deadline = t.mu.lastSweep + int64(t.interval) + int64(p.call.Timeout)
+	} else {
+		now := t.clock.Now().UnixNano()
+		p.deadline = now + int64(p.call.Timeout)
+		t.mu.lastSweep = now // the next sweep is one interval from now
 		t.mu.sweeping = true
 		t.clock.AfterFunc(t.interval, t.sweep)
 	}
+	t.mu.calls[id] = p
 	return id, nil
 }
 
@@ -89,6 +99,7 @@ func (t *callTable) sweep() {
 	now := t.clock.Now().UnixNano()
 	var expired []*pending
 	t.mu.Lock()
+	t.mu.lastSweep = now
 	for id, p := range t.mu.calls {
 		if now >= p.deadline {
 			delete(t.mu.calls, id)

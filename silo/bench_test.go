@@ -95,9 +95,9 @@ func BenchmarkGrainCall(b *testing.B) {
 		cancellable bool
 	}{
 		{"sequential", 1, 1, false},
-		{"sequential/cancellable", 1, 1, true},
+		{"sequential-cancellable", 1, 1, true},
 		{"hot-key-16", 16, 1, false},
-		{"hot-key-16/cancellable", 16, 1, true},
+		{"hot-key-16-cancellable", 16, 1, true},
 		{"partitioned-16", 16, 16, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -84,7 +85,10 @@ type Client struct {
 	opts ClientOptions
 	deps deps
 
-	mu struct {
+	// live is the current connection, read without a lock on every call;
+	// mu serialises dialling and closing.
+	live atomic.Pointer[cluster.Endpoint]
+	mu   struct {
 		sync.Mutex
 		ep     *cluster.Endpoint
 		closed bool
@@ -122,6 +126,13 @@ func (c *Client) Connect(ctx context.Context) error {
 
 // endpoint returns the live connection, dialling when there is none.
 func (c *Client) endpoint(ctx context.Context) (*cluster.Endpoint, error) {
+	if ep := c.live.Load(); ep != nil {
+		select {
+		case <-ep.Conn().Done():
+		default:
+			return ep, nil
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.closed {
@@ -143,6 +154,7 @@ func (c *Client) endpoint(ctx context.Context) (*cluster.Endpoint, error) {
 	}
 	ep.Attach(conn)
 	c.mu.ep = ep
+	c.live.Store(ep)
 	return ep, nil
 }
 
@@ -179,6 +191,7 @@ func (c *Client) Close() error {
 	ep := c.mu.ep
 	c.mu.closed = true
 	c.mu.ep = nil
+	c.live.Store(nil)
 	c.mu.Unlock()
 	if ep == nil {
 		return nil
