@@ -240,7 +240,7 @@ func generateService(g *protogen.GeneratedFile, s *protogen.Service, methods []g
 		if m.bounded {
 			extra = []string{
 				"It is bounded: the call carries the caller's time budget, which",
-				"starts when the method begins.",
+				"starts when the method begins; read it with actor.Budget(ctx).",
 			}
 		}
 		g.P(methodDoc(m.Comments.Leading, m.GoName+" handles "+s.GoName+"."+m.GoName+".", extra...))

@@ -110,7 +110,7 @@ type CounterGrain interface {
 	// Add adds delta to the counter and returns the new value.
 	//
 	// It is bounded: the call carries the caller's time budget, which
-	// starts when the method begins.
+	// starts when the method begins; read it with actor.Budget(ctx).
 	Add(context.Context, *AddRequest) (*AddReply, error)
 	// Get returns the counter's value.
 	Get(context.Context, *GetRequest) (*GetReply, error)
@@ -118,7 +118,7 @@ type CounterGrain interface {
 	// and reports which happened.
 	//
 	// It is bounded: the call carries the caller's time budget, which
-	// starts when the method begins.
+	// starts when the method begins; read it with actor.Budget(ctx).
 	Block(context.Context, *BlockRequest) (*BlockReply, error)
 	// Panic panics in the grain, to test that the runtime recovers.
 	Panic(context.Context, *PanicRequest) (*PanicReply, error)
