@@ -172,16 +172,15 @@ func (e *engine) slidingRetryAfter(now time.Time, n int64) time.Duration {
 	return max(time.Duration(k)*e.period-elapsedSince(now, e.last), 0)
 }
 
-// bucketRetryAfter is P * max((n - tokens + Q) div TokensPerPeriod, 1).
+// bucketRetryAfter is P * max((n - tokens + Q) div TokensPerPeriod, 1). The
+// need is computed in uint64, where n + Q cannot overflow, so the answer
+// stays exact at the int64 limits.
 func (e *engine) bucketRetryAfter(n int64) time.Duration {
-	need := n - e.available // in [-L, L]
-	if need > 0 && e.queued > math.MaxInt64-need {
-		need = math.MaxInt64
-	} else {
-		need += e.queued
+	periods := uint64(1)
+	if total := uint64(n) + uint64(e.queued); total > uint64(e.available) {
+		periods = max((total-uint64(e.available))/uint64(e.perPeriod), 1)
 	}
-	periods := max(need/e.perPeriod, 1)
-	if periods > int64(math.MaxInt64/e.period) {
+	if periods > uint64(math.MaxInt64/e.period) {
 		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(periods) * e.period
