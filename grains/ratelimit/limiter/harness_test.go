@@ -25,30 +25,30 @@ type spec struct {
 // equal to the limit.
 type kind struct {
 	name string
-	make func(t *testing.T, s spec) Core
+	make func(t testing.TB, s spec) Core
 }
 
 const period = time.Second
 
 var kinds = []kind{
-	{"Concurrency", func(t *testing.T, s spec) Core {
+	{"Concurrency", func(t testing.TB, s spec) Core {
 		c, err := NewConcurrency(ConcurrencyOptions{PermitLimit: s.limit, QueueLimit: s.queueLimit, QueueOrder: s.order}, t0)
 		require.NoError(t, err)
 		return c
 	}},
-	{"FixedWindow", func(t *testing.T, s spec) Core {
+	{"FixedWindow", func(t testing.TB, s spec) Core {
 		c, err := NewFixedWindow(FixedWindowOptions{PermitLimit: s.limit, QueueLimit: s.queueLimit, QueueOrder: s.order,
 			Window: period, ManualReplenishment: true}, t0)
 		require.NoError(t, err)
 		return c
 	}},
-	{"SlidingWindow", func(t *testing.T, s spec) Core {
+	{"SlidingWindow", func(t testing.TB, s spec) Core {
 		c, err := NewSlidingWindow(SlidingWindowOptions{PermitLimit: s.limit, SegmentsPerWindow: 1, QueueLimit: s.queueLimit,
 			QueueOrder: s.order, Window: period, ManualReplenishment: true}, t0)
 		require.NoError(t, err)
 		return c
 	}},
-	{"TokenBucket", func(t *testing.T, s spec) Core {
+	{"TokenBucket", func(t testing.TB, s spec) Core {
 		c, err := NewTokenBucket(TokenBucketOptions{TokenLimit: s.limit, TokensPerPeriod: s.limit, QueueLimit: s.queueLimit,
 			QueueOrder: s.order, ReplenishmentPeriod: period, ManualReplenishment: true}, t0)
 		require.NoError(t, err)

@@ -31,11 +31,11 @@ type config struct {
 
 func (c config) String() string {
 	return fmt.Sprintf("%+v", struct {
-		A            algorithm
+		A             algorithm
 		L, QL, TPP, S int64
-		O            QueueOrder
-		P            time.Duration
-		M            bool
+		O             QueueOrder
+		P             time.Duration
+		M             bool
 	}{c.alg, c.limit, c.queue, c.tpp, c.segments, c.order, c.period, c.manual})
 }
 

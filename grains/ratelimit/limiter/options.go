@@ -11,6 +11,12 @@ import (
 // reliably, so they are rejected rather than silently misbehaving.
 const MinPeriod = time.Millisecond
 
+// MaxSegmentsPerWindow bounds SlidingWindowOptions.SegmentsPerWindow. A
+// sliding window keeps one counter per segment, so without a bound a long
+// Window could ask for terabytes; System.Threading.RateLimiting has no
+// bound and fails with out-of-memory instead.
+const MaxSegmentsPerWindow = 1 << 16
+
 // QueueOrder says which queued request is served first when permits become
 // available. New requests are always appended at the tail of the queue.
 type QueueOrder uint8
@@ -97,7 +103,8 @@ type SlidingWindowOptions struct {
 	PermitLimit int64
 	// SegmentsPerWindow is the number of segments a window is divided into;
 	// the window slides by one segment per replenishment. It must be greater
-	// than 0, and Window / SegmentsPerWindow must be at least MinPeriod.
+	// than 0 and at most MaxSegmentsPerWindow, and Window / SegmentsPerWindow
+	// must be at least MinPeriod.
 	SegmentsPerWindow int64
 	// QueueLimit is the total number of permits that queued requests may ask
 	// for. It must not be negative; 0 disables queueing of non-zero requests.
@@ -120,6 +127,8 @@ func (o SlidingWindowOptions) Validate() error {
 	switch {
 	case o.SegmentsPerWindow <= 0:
 		c.fail("SegmentsPerWindow", fmt.Sprintf("must be greater than 0 (got %d)", o.SegmentsPerWindow))
+	case o.SegmentsPerWindow > MaxSegmentsPerWindow:
+		c.fail("SegmentsPerWindow", fmt.Sprintf("must be at most %d (got %d)", MaxSegmentsPerWindow, o.SegmentsPerWindow))
 	case o.Window >= MinPeriod && o.Window/time.Duration(o.SegmentsPerWindow) < MinPeriod:
 		c.fail("SegmentsPerWindow", fmt.Sprintf("must leave segments of at least %v (Window %v / %d)", MinPeriod, o.Window, o.SegmentsPerWindow))
 	}

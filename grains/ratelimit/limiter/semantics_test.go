@@ -83,8 +83,10 @@ func TestSection2_Validation(t *testing.T) {
 		{"1ms periods are valid", SlidingWindowOptions{PermitLimit: 1, SegmentsPerWindow: 2, Window: 2 * time.Millisecond}.Validate(), nil},
 		{"huge values are valid", TokenBucketOptions{TokenLimit: math.MaxInt64, TokensPerPeriod: math.MaxInt64, QueueLimit: math.MaxInt64,
 			QueueOrder: NewestFirst, ReplenishmentPeriod: math.MaxInt64}.Validate(), nil},
-		{"huge sliding", SlidingWindowOptions{PermitLimit: math.MaxInt64, SegmentsPerWindow: math.MaxInt64 / int64(time.Millisecond),
+		{"huge sliding", SlidingWindowOptions{PermitLimit: math.MaxInt64, SegmentsPerWindow: MaxSegmentsPerWindow,
 			QueueLimit: math.MaxInt64, Window: math.MaxInt64}.Validate(), nil},
+		{"too many segments", SlidingWindowOptions{PermitLimit: 1, SegmentsPerWindow: MaxSegmentsPerWindow + 1,
+			Window: math.MaxInt64}.Validate(), []string{"SegmentsPerWindow"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
