@@ -23,14 +23,25 @@ type Clock interface {
 // Core is the method set shared by the four algorithms, which is all a
 // [Limiter] needs to drive one.
 type Core interface {
+	// AttemptAcquire takes n permits now or fails; it never queues.
 	AttemptAcquire(now time.Time, n int64) (Lease, error)
+	// Acquire takes n permits now, or queues and returns a waiter, or
+	// fails when the queue has no room.
 	Acquire(now time.Time, n int64) (Lease, *Waiter, error)
+	// Cancel removes a pending waiter.
 	Cancel(now time.Time, w *Waiter) bool
+	// Tick is one automatic replenishment.
 	Tick(now time.Time)
+	// NextTick reports when Tick is next needed, if at all.
 	NextTick(now time.Time) (time.Time, bool)
+	// Close fails every waiter and refuses later acquisitions.
 	Close(now time.Time)
+	// Statistics returns a snapshot of the counters.
 	Statistics() (Statistics, error)
+	// IdleDuration reports how long the limiter has been unused.
 	IdleDuration(now time.Time) (time.Duration, bool)
+	// SetCompletionHandler sets the function told of every completed
+	// waiter.
 	SetCompletionHandler(h func(*Waiter))
 }
 
