@@ -1,23 +1,3 @@
-// Command granarygen generates the Go code of grain contracts: for each
-// proto file the usual .pb.go, and for files with services a _grain.pb.go
-// with typed references, method descriptors and the server dispatch table.
-// It compiles protos in process, so only Go is needed to run it:
-//
-//	granarygen [-I dir | -I prefix=dir]... [-paths=source_relative] file.proto...
-//
-// Files are named as imports name them, relative to an import path (the
-// current directory by default). With -paths=source_relative each output is
-// written next to the proto it came from; otherwise outputs are written at
-// their import-path-based names under the current directory, as protoc's
-// --go_out=. would. "granary/options.proto" and the standard
-// google/protobuf files need no import path. -I prefix=dir compiles the
-// files of dir under the import path prefix/, which is how
-// granary/options.proto, living in proxy/granarypb, is generated.
-//
-// Files whose content is unchanged are not rewritten. The usual way to run
-// it is a //go:generate directive:
-//
-//	//go:generate go run github.com/granary-go/granary/proxy/cmd/granarygen -paths=source_relative counter.proto
 package main
 
 import (
