@@ -220,6 +220,26 @@ func (h *Host) Deliver(req *Request) {
 	h.mu.Unlock()
 }
 
+// DeliverInline is Deliver for a goroutine that may run grain code (never a
+// transport reader). When the grain is active and its mailbox idle, it
+// returns the mailbox's processing, which runs the request's turn, for the
+// caller to run next instead of waking a worker; the caller must run it
+// promptly, since the mailbox counts as running until it does. Otherwise
+// it delivers as Deliver does and returns nil.
+func (h *Host) DeliverInline(req *Request) (run func()) {
+	if h.kinds[req.Target.Type] != nil {
+		h.mu.RLock()
+		if a := h.mu.acts[req.Target]; a != nil {
+			run = a.postInline(req)
+			h.mu.RUnlock()
+			return run
+		}
+		h.mu.RUnlock()
+	}
+	h.Deliver(req)
+	return nil
+}
+
 // Stats returns the host's counters.
 func (h *Host) Stats() HostStats {
 	h.mu.RLock()
@@ -349,7 +369,8 @@ func (h *Host) newActivation(kind *Kind, id GrainID) *activation {
 	}
 	a.gc = &Context{a: a}
 	a.lastActive.Store(h.clock.Now().UnixNano())
-	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a }, protoactor.WithDispatcher(h.disp))
+	a.disp.workers = h.disp
+	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a }, protoactor.WithDispatcher(&a.disp))
 	a.pid = h.system.Root.Spawn(props)
 	h.stats.activations.Add(1)
 	return a

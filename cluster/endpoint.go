@@ -44,6 +44,7 @@ type Endpoint struct {
 	interner *wire.Interner
 	log      *slog.Logger
 	calls    callTable
+	runner   *inboundRunner // nil unless inbound can run turns inline
 
 	cancelsOnce sync.Once
 	cancels     *proxy.CancelRegistry
@@ -74,6 +75,9 @@ func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner,
 	}
 	e := &Endpoint{inbound: inbound, interner: interner, log: log}
 	e.calls.init(c, opts.SweepInterval)
+	if in, ok := inbound.(InlineInbound); ok {
+		e.runner = newInboundRunner(in)
+	}
 	return e
 }
 
@@ -246,6 +250,10 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 		}
 		req.Ctx = ctx
 	}
+	if e.runner != nil {
+		e.runner.deliver(req)
+		return
+	}
 	e.inbound.Deliver(req)
 }
 
@@ -294,6 +302,9 @@ func (e *Endpoint) HandleClose(c *transport.Conn, err error) {
 	}
 	e.calls.close(fmt.Errorf("%w: %w", proxy.ErrUnavailable, cause))
 	e.registry().CancelAll()
+	if e.runner != nil {
+		e.runner.close()
+	}
 }
 
 // EndpointStats are an endpoint's counters.

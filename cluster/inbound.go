@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"sync"
+	"time"
+
+	"github.com/granary-go/granary/actor"
+)
+
+// InlineInbound is an Inbound that can hand a request's turn back to the
+// delivering goroutine. actor.Host is one.
+type InlineInbound interface {
+	Inbound
+	// DeliverInline delivers req and, when its activation was idle,
+	// returns the processing that runs its turn, for the caller to run
+	// instead of waking another goroutine; otherwise nil.
+	DeliverInline(req *actor.Request) (run func())
+}
+
+// stallCheckInterval is how often a busy inbound runner is checked for a
+// turn that does not end. It uses real time, not the endpoint's clock: it
+// keeps requests moving, it does not decide any outcome, and a test that
+// freezes its clock must not freeze delivery.
+var _ InlineInbound = (*actor.Host)(nil)
+
+const stallCheckInterval = 5 * time.Millisecond
+
+// inboundRunner runs the turns of requests that arrive on one connection.
+//
+// The reader goroutine must not run grain code, yet handing every request
+// to its activation's worker costs a goroutine wake per request whenever
+// the activation is idle (always, when load spreads over many grains). So
+// the reader queues requests here and wakes this one runner only when it
+// is not already running; the runner delivers them in order and runs the
+// turn of each idle activation itself, inside the activation's protoactor
+// mailbox. A batch of requests read together costs one wake.
+//
+// A grain that blocks its turn would hold up the requests queued behind
+// it. A stall check (one timer per connection, armed only while the runner
+// works) notices a turn that made no progress between two checks and then
+// delivers the queue, and everything that arrives until the turn ends, the
+// ordinary way.
+type inboundRunner struct {
+	inbound InlineInbound
+	wake    chan struct{} // capacity 1
+	stop    chan struct{}
+	done    chan struct{}
+	helpers sync.WaitGroup // goroutines running turns a stalled runner had claimed
+
+	mu struct {
+		sync.Mutex
+		queue     []*actor.Request
+		head      int
+		claimed   []func() // turns of idle activations, to run in order
+		next      int      // first of claimed not yet run
+		started   bool     // the runner goroutine exists
+		running   bool     // the runner is draining the queue
+		inTurn    bool     // the runner is running a turn
+		turns     uint64
+		stalled   bool   // a turn outlasted a check: deliver directly
+		checked   uint64 // turns at the previous check
+		wasInTurn bool   // inTurn at the previous check
+		timer     *time.Timer
+		armed     bool
+		stopping  bool
+	}
+}
+
+func newInboundRunner(in InlineInbound) *inboundRunner {
+	return &inboundRunner{inbound: in, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// deliver is called on the reader goroutine. It never runs grain code.
+func (r *inboundRunner) deliver(req *actor.Request) {
+	r.mu.Lock()
+	if r.mu.stalled || r.mu.stopping {
+		r.mu.Unlock()
+		r.inbound.Deliver(req)
+		return
+	}
+	r.mu.queue = append(r.mu.queue, req)
+	if !r.mu.running {
+		r.mu.running = true
+		if !r.mu.started {
+			r.mu.started = true
+			go r.loop()
+		}
+		if !r.mu.armed {
+			r.mu.armed = true
+			r.mu.wasInTurn = false
+			if r.mu.timer == nil {
+				r.mu.timer = time.AfterFunc(stallCheckInterval, r.check)
+			} else {
+				r.mu.timer.Reset(stallCheckInterval)
+			}
+		}
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	r.mu.Unlock()
+}
+
+func (r *inboundRunner) loop() {
+	defer close(r.done)
+	for {
+		select {
+		case <-r.wake:
+		case <-r.stop:
+			return
+		}
+		r.drain()
+	}
+}
+
+// drain delivers queued requests until the queue is empty. It delivers
+// everything queued first, collecting the turns of idle activations, and
+// then runs those: a hot grain's requests then share one mailbox run, and
+// requests for many grains share one wake. Delivering happens under the
+// lock, so a stall check that takes over cannot reorder requests.
+func (r *inboundRunner) drain() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.mu.head < len(r.mu.queue) {
+		for ; r.mu.head < len(r.mu.queue); r.mu.head++ {
+			req := r.mu.queue[r.mu.head]
+			r.mu.queue[r.mu.head] = nil
+			if run := r.inbound.DeliverInline(req); run != nil {
+				r.mu.claimed = append(r.mu.claimed, run)
+			}
+		}
+		r.mu.queue, r.mu.head = r.mu.queue[:0], 0
+		for r.mu.next < len(r.mu.claimed) {
+			run := r.mu.claimed[r.mu.next]
+			r.mu.claimed[r.mu.next] = nil
+			r.mu.next++
+			r.mu.inTurn = true
+			r.mu.Unlock()
+
+			run()
+
+			r.mu.Lock()
+			r.mu.inTurn = false
+			r.mu.turns++
+			r.mu.stalled = false
+		}
+		r.mu.claimed, r.mu.next = r.mu.claimed[:0], 0
+	}
+	r.mu.running = false
+}
+
+// check runs on a timer while the runner works. A turn still running with
+// no turn finished since the previous check is stalled: the requests
+// queued behind it are delivered the ordinary way, to their activations'
+// own workers, and so is everything that arrives until the turn ends.
+func (r *inboundRunner) check() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.stopping {
+		r.mu.armed = false
+		return
+	}
+	if r.mu.inTurn && r.mu.wasInTurn && r.mu.turns == r.mu.checked && !r.mu.stalled {
+		r.mu.stalled = true
+		// Turns already claimed run on goroutines of their own (a rare
+		// path), each activation's mailbox being claimed by this runner.
+		for i := r.mu.next; i < len(r.mu.claimed); i++ {
+			run := r.mu.claimed[i]
+			r.mu.claimed[i] = nil
+			r.helpers.Add(1)
+			go func() {
+				defer r.helpers.Done()
+				run()
+			}()
+		}
+		r.mu.claimed, r.mu.next = r.mu.claimed[:0], 0
+		for i := r.mu.head; i < len(r.mu.queue); i++ {
+			r.inbound.Deliver(r.mu.queue[i])
+			r.mu.queue[i] = nil
+		}
+		r.mu.queue, r.mu.head = r.mu.queue[:0], 0
+	}
+	r.mu.checked, r.mu.wasInTurn = r.mu.turns, r.mu.inTurn
+	if r.mu.running {
+		r.mu.timer.Reset(stallCheckInterval)
+	} else {
+		r.mu.armed = false
+	}
+}
+
+// close stops the runner after it has delivered what is queued; requests
+// that arrive later are delivered the ordinary way. It waits for the
+// runner goroutine to exit.
+func (r *inboundRunner) close() {
+	r.mu.Lock()
+	if r.mu.stopping {
+		r.mu.Unlock()
+		return
+	}
+	r.mu.stopping = true
+	started := r.mu.started
+	if r.mu.timer != nil {
+		r.mu.timer.Stop()
+	}
+	r.mu.Unlock()
+	if !started {
+		r.helpers.Wait()
+		return
+	}
+	close(r.stop)
+	<-r.done
+	// Whatever the runner left when it stopped goes the ordinary way: close
+	// runs on the reader goroutine, which must not run turns.
+	r.mu.Lock()
+	for i := r.mu.head; i < len(r.mu.queue); i++ {
+		r.inbound.Deliver(r.mu.queue[i])
+		r.mu.queue[i] = nil
+	}
+	r.mu.queue, r.mu.head = nil, 0
+	r.mu.Unlock()
+	r.helpers.Wait()
+}
