@@ -116,7 +116,8 @@ type SlidingWindowOptions struct {
 	Window time.Duration
 	// ManualReplenishment turns off the periodic tick: segments then slide
 	// only through TryReplenish. The default (false) is automatic
-	// replenishment once per Window / SegmentsPerWindow.
+	// replenishment once per Window / SegmentsPerWindow, truncated to whole
+	// 100 ns ticks as .NET does.
 	ManualReplenishment bool
 }
 

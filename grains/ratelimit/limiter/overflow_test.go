@@ -106,7 +106,8 @@ func TestOverflow_LongIdleAutoSchedule(t *testing.T) {
 	mustAcquire(t, sw, t0, 3)
 	l, _ := sw.AttemptAcquire(t0, 1)
 	d, _ := l.RetryAfter()
-	require.Equal(t, 3*(maxDuration/3), d)
+	require.Equal(t, 3*sw.ReplenishmentPeriod(), d)
+	require.Equal(t, 3*(maxDuration/3/100*100), d, "the period is whole 100 ns ticks (§1)")
 	for range 3 {
 		next, need := sw.NextTick(t0)
 		require.True(t, need)

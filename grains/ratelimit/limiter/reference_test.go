@@ -663,7 +663,9 @@ func TestRefRelated_ReplenishingProperties(t *testing.T) {
 	require.False(t, fw.Options().ManualReplenishment)
 	sw, err := NewSlidingWindow(SlidingWindowOptions{PermitLimit: 1, SegmentsPerWindow: 3, Window: 10 * time.Second, ManualReplenishment: true}, t0)
 	require.NoError(t, err)
-	require.Equal(t, 3333333333*time.Nanosecond, sw.ReplenishmentPeriod(), "integer division")
+	// Window.Ticks / SegmentsPerWindow: integer division of 100 ns ticks
+	// (§1), so 10 s / 3 is 33333333 ticks.
+	require.Equal(t, 3333333300*time.Nanosecond, sw.ReplenishmentPeriod(), "integer division of 100 ns ticks")
 	require.True(t, sw.Options().ManualReplenishment)
 	tb, err := NewTokenBucket(TokenBucketOptions{TokenLimit: 1, TokensPerPeriod: 1, ReplenishmentPeriod: 7 * time.Second}, t0)
 	require.NoError(t, err)

@@ -6,6 +6,7 @@ package limiter
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -661,4 +662,120 @@ func TestReview_MetadataNamesAlwaysListed(t *testing.T) {
 			require.Equal(t, ReasonQueueLimitReached, r)
 		}
 	})
+}
+
+// "Decisions" (time is an input; a tick trusts the schedule) and §5: a core
+// driven only when NextTick asks must be indistinguishable from one ticked
+// on every period point from construction, as the .NET timer does even while
+// the limiter is full (a full fixed window still moves its last
+// replenishment; a full sliding window still slides).
+func TestReview_SkippedTicksAreUnobservable(t *testing.T) {
+	const p = 100 * time.Millisecond
+	makers := map[string]func(QueueOrder) Core{
+		"FixedWindow": func(o QueueOrder) Core {
+			c, _ := NewFixedWindow(FixedWindowOptions{PermitLimit: 4, QueueLimit: 4, QueueOrder: o, Window: p}, t0)
+			return c
+		},
+		"SlidingWindow": func(o QueueOrder) Core {
+			c, _ := NewSlidingWindow(SlidingWindowOptions{PermitLimit: 4, SegmentsPerWindow: 3, QueueLimit: 4, QueueOrder: o, Window: 3 * p}, t0)
+			return c
+		},
+		"TokenBucket": func(o QueueOrder) Core {
+			c, _ := NewTokenBucket(TokenBucketOptions{TokenLimit: 4, TokensPerPeriod: 2, QueueLimit: 4, QueueOrder: o, ReplenishmentPeriod: p}, t0)
+			return c
+		},
+	}
+	for name, mk := range makers {
+		for _, order := range []QueueOrder{OldestFirst, NewestFirst} {
+			t.Run(name+"/"+order.String(), func(t *testing.T) {
+				for seed := int64(1); seed <= 200; seed++ {
+					r := rand.New(rand.NewPCG(uint64(seed), 0))
+					every, lazy := mk(order), mk(order)
+					var doneEvery, doneLazy []Outcome
+					every.SetCompletionHandler(func(w *Waiter) { doneEvery = append(doneEvery, w.Outcome()) })
+					lazy.SetCompletionHandler(func(w *Waiter) { doneLazy = append(doneLazy, w.Outcome()) })
+					grid := t0.Add(p)
+					now := t0
+					var we, wl []*Waiter
+					for step := 0; step < 60; step++ {
+						if seed%2 == 0 { // land on period points too
+							now = now.Add(time.Duration(r.IntN(12)) * p / 4)
+						} else {
+							now = now.Add(time.Duration(r.IntN(int(3 * p))))
+						}
+						for !grid.After(now) {
+							every.Tick(grid)
+							grid = grid.Add(p)
+						}
+						for {
+							at, ok := lazy.NextTick(now)
+							if !ok || at.After(now) {
+								break
+							}
+							lazy.Tick(at)
+						}
+						n := int64(r.IntN(5))
+						switch r.IntN(3) {
+						case 0:
+							a, err1 := every.AttemptAcquire(now, n)
+							b, err2 := lazy.AttemptAcquire(now, n)
+							require.Equal(t, err1, err2)
+							require.Equal(t, a, b, "seed %d step %d attempt %d", seed, step, n)
+						case 1:
+							a, w1, err1 := every.Acquire(now, n)
+							b, w2, err2 := lazy.Acquire(now, n)
+							require.Equal(t, err1, err2)
+							require.Equal(t, a, b, "seed %d step %d acquire %d", seed, step, n)
+							require.Equal(t, w1 == nil, w2 == nil)
+							if w1 != nil {
+								we, wl = append(we, w1), append(wl, w2)
+							}
+						case 2:
+							if len(we) > 0 {
+								i := r.IntN(len(we))
+								require.Equal(t, every.Cancel(now, we[i]), lazy.Cancel(now, wl[i]))
+							}
+						}
+						s1, _ := every.Statistics()
+						s2, _ := lazy.Statistics()
+						require.Equal(t, s1, s2, "seed %d step %d", seed, step)
+						d1, ok1 := every.IdleDuration(now)
+						d2, ok2 := lazy.IdleDuration(now)
+						require.Equal(t, ok1, ok2, "seed %d step %d idle", seed, step)
+						require.Equal(t, d1, d2, "seed %d step %d idle", seed, step)
+						require.Equal(t, doneEvery, doneLazy)
+					}
+				}
+			})
+		}
+	}
+}
+
+// §1 (ReplenishingRateLimiter.ReplenishmentPeriod), §5.2: the sliding
+// window's period is Window.Ticks / SegmentsPerWindow in 100 ns ticks, so a
+// window that does not divide evenly truncates to a whole tick, and the slide
+// check, the tick schedule and RETRY_AFTER all use that period.
+func TestReview_SlidingPeriodInWholeTicks(t *testing.T) {
+	sw := newSliding(t, SlidingWindowOptions{PermitLimit: 1, SegmentsPerWindow: 3, Window: time.Second})
+	const want = 333_333_300 * time.Nanosecond
+	require.Equal(t, want, sw.ReplenishmentPeriod())
+	mustAcquire(t, sw, t0, 1)
+	l, _ := sw.AttemptAcquire(t0, 1)
+	requireRetry(t, l, 3*want)
+	require.True(t, sw.TryReplenish(t0.Add(want-1)))
+	require.Equal(t, t0, sw.State().LastReplenishment, "too early: no slide")
+	require.True(t, sw.TryReplenish(t0.Add(want)))
+	require.Equal(t, t0.Add(want), sw.State().LastReplenishment, "elapsed == P slides")
+
+	auto, err := NewSlidingWindow(SlidingWindowOptions{PermitLimit: 1, SegmentsPerWindow: 3, Window: time.Second}, t0)
+	require.NoError(t, err)
+	mustAcquire(t, auto, t0, 1)
+	next, ok := auto.NextTick(t0)
+	require.True(t, ok)
+	require.Equal(t, t0.Add(want), next)
+
+	even := newSliding(t, SlidingWindowOptions{PermitLimit: 1, SegmentsPerWindow: 4, Window: time.Second})
+	require.Equal(t, 250*time.Millisecond, even.ReplenishmentPeriod())
+	odd := newSliding(t, SlidingWindowOptions{PermitLimit: 1, SegmentsPerWindow: 1, Window: time.Second + 50})
+	require.Equal(t, time.Second, odd.ReplenishmentPeriod(), "sub-tick remainder dropped like TimeSpan")
 }

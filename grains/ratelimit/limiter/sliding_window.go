@@ -25,16 +25,26 @@ func NewSlidingWindow(opts SlidingWindowOptions, now time.Time) (*SlidingWindow,
 	}
 	s := &SlidingWindow{opts: opts}
 	s.e.init(algorithmSlidingWindow, opts.PermitLimit, opts.QueueLimit, opts.QueueOrder, now)
-	s.e.initSchedule(opts.Window/time.Duration(opts.SegmentsPerWindow), opts.ManualReplenishment, now)
+	s.e.initSchedule(segmentPeriod(opts.Window, opts.SegmentsPerWindow), opts.ManualReplenishment, now)
 	s.e.segments = make([]int64, opts.SegmentsPerWindow)
 	return s, nil
+}
+
+// segmentPeriod is Window / SegmentsPerWindow truncated to whole 100 ns
+// ticks, as .NET computes it (Window.Ticks / SegmentsPerWindow), so that
+// the slide check, the tick schedule and RETRY_AFTER agree with .NET when
+// the window does not divide evenly (1 s / 3 is 333.3333 ms, not
+// 333.333333 ms). For windows that divide evenly it is Window / S.
+func segmentPeriod(window time.Duration, segments int64) time.Duration {
+	const tick = 100 * time.Nanosecond
+	return time.Duration(int64(window/tick)/segments) * tick
 }
 
 // Options returns the options the limiter was created with.
 func (s *SlidingWindow) Options() SlidingWindowOptions { return s.opts }
 
 // ReplenishmentPeriod returns the length of a segment, Window divided by
-// SegmentsPerWindow.
+// SegmentsPerWindow in whole 100 ns ticks (the .NET TimeSpan resolution).
 func (s *SlidingWindow) ReplenishmentPeriod() time.Duration { return s.e.period }
 
 // AttemptAcquire takes n permits if they are free and no OldestFirst waiter
