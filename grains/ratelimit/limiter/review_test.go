@@ -282,8 +282,6 @@ func TestReview_CountersPerSection7(t *testing.T) {
 		h.requireStats(0, 1, 1, 1)
 		h.core.Close(h.now)
 		require.Equal(t, OutcomeClosed, c.Outcome())
-		_, ok := h.core.IdleDuration(h.now) // readable after close
-		_ = ok
 		s := h.core.(interface{ State() State }).State()
 		require.Equal(t, int64(1), s.TotalFailedLeases, "close is not a failure")
 		require.Equal(t, int64(1), s.TotalSuccessfulLeases)
