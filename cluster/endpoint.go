@@ -19,8 +19,8 @@ import (
 )
 
 // ErrNoInbound is the reply to a request sent to an endpoint that serves no
-// grains (a client's connection).
-var ErrNoInbound = errors.New("cluster: this peer hosts no grains")
+// grains (a client's connection). It matches proxy.ErrUnavailable.
+var ErrNoInbound = fmt.Errorf("%w: this peer hosts no grains", proxy.ErrUnavailable)
 
 // Inbound receives the requests that arrive on an endpoint. actor.Host is one.
 type Inbound interface {
