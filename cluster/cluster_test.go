@@ -235,7 +235,9 @@ func TestConnectionLossFailsCallsAndCancelsInboundWork(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- client.Call(ctx, testCall(time.Minute, true), wrapperspb.Int64(1), &wrapperspb.Int64Value{}) }()
+	go func() {
+		errc <- client.Call(ctx, testCall(time.Minute, true), wrapperspb.Int64(1), &wrapperspb.Int64Value{})
+	}()
 	req := <-running
 	require.NoError(t, client.Conn().Close())
 	require.ErrorIs(t, <-errc, proxy.ErrUnavailable)
