@@ -66,8 +66,10 @@ type Flusher struct {
 		quit              chan struct{}
 		writerDone        chan struct{}
 		cancel            context.CancelFunc
-		// finalErrs collects failures while stopping, for Stop to return.
-		finalErrs []error
+		// finalizing is set once Stop's final flush begins; finalErrs
+		// collects its failures, for Stop to return.
+		finalizing bool
+		finalErrs  []error
 	}
 }
 
@@ -377,21 +379,24 @@ func (f *Flusher) dequeue() *Record {
 	return r
 }
 
-// drain writes every queued snapshot, in queue order. A nil quit drains to
-// the end; otherwise drain returns early once quit is closed.
-func (f *Flusher) drain(ctx context.Context, quit <-chan struct{}) {
+// drain writes every queued snapshot, in queue order, and reports how many
+// records it took from the queue. A nil quit drains to the end; otherwise
+// drain returns early once quit is closed.
+func (f *Flusher) drain(ctx context.Context, quit <-chan struct{}) int {
+	n := 0
 	for {
 		if quit != nil {
 			select {
 			case <-quit:
-				return
+				return n
 			default:
 			}
 		}
 		r := f.dequeue()
 		if r == nil {
-			return
+			return n
 		}
+		n++
 		f.writeQueued(ctx, r)
 	}
 }
@@ -418,7 +423,7 @@ func (f *Flusher) writeQueued(ctx context.Context, r *Record) {
 	r.endWrite(done, newETag, err)
 	if err != nil {
 		r.setDirty()
-		f.fail(r.key, "write", err)
+		f.fail(r, "write", err)
 	}
 	f.countWrite(err)
 }
@@ -434,44 +439,50 @@ func (f *Flusher) countWrite(err error) {
 	}
 }
 
-// fail reports a background failure: logged always, and returned by Stop if
-// it happened during the final flush.
-func (f *Flusher) fail(key Key, op string, err error) {
-	f.logger.Warn("persistence: background "+op+" failed; state stays dirty", "key", key.String(), "err", err)
+// fail reports a background failure: logged always, and, if it happened
+// during the final flush, returned by Stop and not retried.
+func (f *Flusher) fail(r *Record, op string, err error) {
+	f.logger.Warn("persistence: background "+op+" failed; state stays dirty", "key", r.key.String(), "err", err)
 	f.mu.Lock()
-	if f.mu.stopping {
-		f.mu.finalErrs = append(f.mu.finalErrs, fmt.Errorf("persistence: %s %s: %w", op, key, err))
+	final := f.mu.finalizing
+	if final {
+		f.mu.finalErrs = append(f.mu.finalErrs, fmt.Errorf("persistence: %s %s: %w", op, r.key, err))
 	}
 	f.mu.Unlock()
+	if final {
+		r.mu.Lock()
+		r.mu.failedFinal = true
+		r.mu.Unlock()
+	}
 }
 
 // finalFlush snapshots and writes every dirty open record, on the caller's
-// goroutine, once the background writer has been joined.
+// goroutine, once the background writer has been joined. A record that
+// changes again while its older snapshot is being written is snapshotted
+// again; a record whose snapshot or write fails is not retried.
 func (f *Flusher) finalFlush(ctx context.Context) error {
 	f.mu.Lock()
+	f.mu.finalizing = true
 	set := make([]*Record, 0, len(f.mu.records))
 	for r := range f.mu.records {
 		set = append(set, r)
 	}
 	f.mu.Unlock()
 
-	for _, r := range set {
-		if !r.dirty.Load() {
+	for {
+		progress := false
+		for _, r := range set {
+			if r.dirty.Load() && r.idleForFinalFlush() {
+				f.request(r)
+				progress = true
+			}
+		}
+		// A write drained here may leave its record dirty again (changed
+		// after that snapshot), so look again before waiting for a signal.
+		if f.drain(ctx, nil) > 0 || progress {
 			continue
 		}
-		r.mu.Lock()
-		request := !r.mu.closed && !r.mu.pending && !r.mu.hasData
-		if request {
-			r.mu.pending = true
-		}
-		r.mu.Unlock()
-		if request {
-			f.request(r)
-		}
-	}
-	for {
-		f.drain(ctx, nil)
-		if settled(set) {
+		if f.settled(set) {
 			return nil
 		}
 		select {
@@ -482,12 +493,25 @@ func (f *Flusher) finalFlush(ctx context.Context) error {
 	}
 }
 
-// settled reports whether no record in set waits for a snapshot turn or has
-// a snapshot waiting to be written.
-func settled(set []*Record) bool {
+// idleForFinalFlush claims r for a final snapshot request (setting
+// r.mu.pending) if it is open, has no snapshot on its way and has not
+// already failed during Stop.
+func (r *Record) idleForFinalFlush() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.closed || r.mu.pending || r.mu.hasData || r.mu.failedFinal {
+		return false
+	}
+	r.mu.pending = true
+	return true
+}
+
+// settled reports whether no record in set waits for a snapshot turn, has a
+// snapshot waiting to be written, or is dirty and still worth a final try.
+func (f *Flusher) settled(set []*Record) bool {
 	for _, r := range set {
 		r.mu.Lock()
-		busy := !r.mu.closed && (r.mu.pending || r.mu.hasData)
+		busy := !r.mu.closed && (r.mu.pending || r.mu.hasData || (r.dirty.Load() && !r.mu.failedFinal))
 		r.mu.Unlock()
 		if busy {
 			return false

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -172,4 +173,49 @@ func TestRecordFlushHonoursContextWhileWaiting(t *testing.T) {
 	})
 	gate.open()
 	fx.waitStats(t, func(s FlusherStats) bool { return s.WritesSucceeded == 1 })
+}
+
+// TestFlusherStopRewritesStateChangedBehindQueuedSnapshot checks that Stop
+// does not settle for a snapshot that was already queued when the state
+// changed again: the final flush must write the latest state.
+func TestFlusherStopRewritesStateChangedBehindQueuedSnapshot(t *testing.T) {
+	blocker := keyN(1)
+	fx, gate := newGatedFixture(t, blocker)
+	inline := func(fn func()) bool { fn(); return true }
+	rBlock, _, err := fx.f.Open(context.Background(), blocker, inline, func() ([]byte, error) { return []byte("b"), nil })
+	require.NoError(t, err)
+	o := newTestOwner(t)
+	r := o.open(t, fx.f, testKey)
+
+	rBlock.MarkDirty()
+	o.do(t, func() { o.state = 1; r.MarkDirty() })
+	fx.period()
+	gate.waitEntered(t)
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.mu.hasData // "1" is queued behind the stalled write
+	}, waitFor, pollEvery)
+	o.do(t, func() { o.state = 2; r.MarkDirty() })
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- fx.f.Stop(context.Background()) }()
+	gate.open()
+	require.NoError(t, <-stopped)
+	assert.Equal(t, "2", fx.stored(t, testKey))
+	assert.False(t, r.Dirty())
+}
+
+// TestFlusherStopTriesAFailingRecordOnce checks that the final flush does
+// not spin on a record whose write keeps failing.
+func TestFlusherStopTriesAFailingRecordOnce(t *testing.T) {
+	var faulty *FaultyStore
+	fx := newFixture(t, func(s Store) Store { faulty = NewFaultyStore(s); return faulty })
+	o := newTestOwner(t)
+	r := o.open(t, fx.f, testKey)
+	faulty.FailNext(OpWrite, 1000, errors.New("down"))
+	o.do(t, func() { o.state = 1; r.MarkDirty() })
+	require.Error(t, fx.f.Stop(context.Background()))
+	assert.Equal(t, 1, faulty.Calls(OpWrite))
+	assert.True(t, r.Dirty())
 }

@@ -44,6 +44,9 @@ type Record struct {
 		writing bool
 		done    chan struct{}
 		closed  bool
+		// failedFinal: a snapshot or write failed during Stop's final
+		// flush, which tries each record once.
+		failedFinal bool
 		// conflict is the last ETag conflict, which stops background writes
 		// until the owner flushes successfully.
 		conflict error
@@ -106,7 +109,7 @@ func (r *Record) turn() {
 	if err != nil {
 		r.mu.Unlock()
 		r.setDirty()
-		f.fail(r.key, "snapshot", err)
+		f.fail(r, "snapshot", err)
 		return
 	}
 	r.mu.data, r.mu.hasData = data, true
