@@ -215,6 +215,9 @@ func (f *Flusher) Stop(ctx context.Context) error {
 // only ever called inside a function passed to schedule or inside the
 // owner's own calls to Flush and Close, so it may read state without locks.
 // The flusher owns the returned slice and the owner must not change it.
+//
+// Open does not stop two records for one key: their writes would then
+// conflict, which is how a duplicate activation is detected.
 func (f *Flusher) Open(ctx context.Context, key Key, schedule func(fn func()) bool, snapshot func() ([]byte, error)) (*Record, []byte, error) {
 	if schedule == nil || snapshot == nil {
 		return nil, nil, errors.New("persistence: Open needs schedule and snapshot functions")

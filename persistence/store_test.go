@@ -269,7 +269,9 @@ func TestFaultyStoreFailsChosenCalls(t *testing.T) {
 
 	assert.Panics(t, func() { s.FailNext(Op(9), 1, boom) })
 	assert.Panics(t, func() { s.FailNext(OpRead, 1, nil) })
+	assert.Equal(t, "Read", OpRead.String())
 	assert.Equal(t, "Write", OpWrite.String())
+	assert.Equal(t, "Delete", OpDelete.String())
 	assert.Equal(t, "Op(9)", Op(9).String())
 }
 
