@@ -21,6 +21,11 @@ type Context struct {
 // ID returns the grain's identity. Safe from any goroutine.
 func (c *Context) ID() GrainID { return c.a.id }
 
+// Silo returns the value that hosts the activation: a *silo.Silo when the
+// grain runs in package silo (silo.CallerOf gives its caller, to call other
+// grains). Safe from any goroutine.
+func (c *Context) Silo() any { return c.a.host.owner }
+
 // Now returns the host clock's current time. Safe from any goroutine.
 func (c *Context) Now() time.Time { return c.a.host.clock.Now() }
 

@@ -80,6 +80,10 @@ func WithClock(c clock.Clock) HostOption { return func(h *Host) { h.clock = c } 
 // WithLogger sets the logger of the host and of its actor system.
 func WithLogger(l *slog.Logger) HostOption { return func(h *Host) { h.log = l } }
 
+// WithOwner records the value that hosts this Host (a *silo.Silo when
+// package silo runs it); grains reach it through Context.Silo.
+func WithOwner(owner any) HostOption { return func(h *Host) { h.owner = owner } }
+
 // WithStateStore gives activations persistent state.
 func WithStateStore(s StateStore) HostOption { return func(h *Host) { h.store = s } }
 
@@ -106,6 +110,7 @@ type Host struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	store  StateStore
+	owner  any
 	system *protoactor.ActorSystem
 	kinds  map[string]*Kind
 	props  *protoactor.Props

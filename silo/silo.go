@@ -140,7 +140,7 @@ func (s *Silo) Start(ctx context.Context) error {
 	host, err := actor.NewHost(actor.HostOptions{
 		CollectionAge:     s.opts.CollectionAge,
 		CollectionQuantum: s.opts.CollectionQuantum,
-	}, s.mu.kinds, actor.WithClock(s.deps.clock), actor.WithLogger(s.log), actor.WithStateStore(stateStore{s.flusher}))
+	}, s.mu.kinds, actor.WithClock(s.deps.clock), actor.WithLogger(s.log), actor.WithStateStore(stateStore{s.flusher}), actor.WithOwner(s))
 	if err != nil {
 		return err
 	}
@@ -202,6 +202,16 @@ func (s *Silo) GatewayAddr() net.Addr {
 // connection. Its response timeout is always the silo's, whether it was
 // obtained before or after Start.
 func (s *Silo) Caller() proxy.Caller { return s.caller }
+
+// CallerOf returns the caller of the silo hosting a grain, for calls from
+// one grain to another. It returns nil for a context not hosted by a Silo.
+func CallerOf(gc *actor.Context) proxy.Caller {
+	s, ok := gc.Silo().(*Silo)
+	if !ok {
+		return nil
+	}
+	return s.caller
+}
 
 // Deliver hands a request to the silo's activations. It fails requests with
 // actor.ErrStopping while the silo is not running.
