@@ -107,7 +107,15 @@ func BenchmarkLimiterAttemptAcquire(b *testing.B) {
 			continue // the wrapper tracks each lease for Release; see below
 		}
 		b.Run(bc.name, func(b *testing.B) {
-			l := New(bc.core)
+			// A fresh core per run: -count runs this function again, and
+			// the previous run closed its limiter.
+			var core Core
+			for _, fresh := range benchCores() {
+				if fresh.name == bc.name {
+					core = fresh.core
+				}
+			}
+			l := New(core)
 			defer l.Close()
 			b.ReportAllocs()
 			for b.Loop() {
