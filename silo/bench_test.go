@@ -151,6 +151,9 @@ func BenchmarkEcho(b *testing.B) {
 				_, err := c.Call(payload)
 				return err
 			})
+			if st := c.Stats(); st.BatchesWritten > 0 {
+				b.ReportMetric(float64(st.FramesWritten)/float64(st.BatchesWritten), "client-frames/write")
+			}
 		})
 	}
 }

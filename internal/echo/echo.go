@@ -69,6 +69,10 @@ type Client struct {
 	}
 }
 
+// Stats returns the traffic counters of the client's connection, so that
+// benchmarks can report how many frames each write carried.
+func (c *Client) Stats() transport.Stats { return c.conn.Stats() }
+
 // call is one outstanding request; it is its own Marshaler so that Send needs
 // no allocation, and it is pooled with its reply channel.
 type call struct {
