@@ -35,7 +35,7 @@ type CancelRegistry struct {
 
 	mu struct {
 		sync.Mutex
-		active map[uint64]context.CancelFunc
+		active map[uint64]*invocationContext
 		early  map[uint64]time.Time
 	}
 	registered, cancelled, earlyCancels atomic.Int64
@@ -48,7 +48,7 @@ func NewCancelRegistry(now func() time.Time) *CancelRegistry {
 		now = time.Now
 	}
 	r := &CancelRegistry{now: now, ttl: DefaultEarlyCancelTTL, max: DefaultMaxEarlyCancels}
-	r.mu.active = make(map[uint64]context.CancelFunc)
+	r.mu.active = make(map[uint64]*invocationContext)
 	r.mu.early = make(map[uint64]time.Time)
 	return r
 }
@@ -57,18 +57,27 @@ func NewCancelRegistry(now func() time.Time) *CancelRegistry {
 // already cancelled when a cancel for id arrived first. Registering an id
 // that is still active fails with ErrDuplicateCall. Every successful
 // Register must be followed by Done.
+//
+// The context costs one allocation and no goroutine; its Done channel is
+// created only when somebody asks for it. It has no deadline and no values.
 func (r *CancelRegistry) Register(id uint64) (context.Context, error) {
+	ctx := new(invocationContext)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if _, dup := r.mu.active[id]; dup {
+		r.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d", ErrDuplicateCall, id)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.mu.active[id] = cancel
+	r.mu.active[id] = ctx
+	early := false
+	if len(r.mu.early) > 0 {
+		if _, early = r.mu.early[id]; early {
+			delete(r.mu.early, id)
+		}
+	}
+	r.mu.Unlock()
 	r.registered.Add(1)
-	if _, early := r.mu.early[id]; early {
-		delete(r.mu.early, id)
-		cancel()
+	if early {
+		ctx.cancel()
 	}
 	return ctx, nil
 }
@@ -76,11 +85,13 @@ func (r *CancelRegistry) Register(id uint64) (context.Context, error) {
 // Done removes a finished call and releases its context.
 func (r *CancelRegistry) Done(id uint64) {
 	r.mu.Lock()
-	cancel := r.mu.active[id]
-	delete(r.mu.active, id)
+	ctx := r.mu.active[id]
+	if ctx != nil {
+		delete(r.mu.active, id)
+	}
 	r.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if ctx != nil {
+		ctx.cancel()
 	}
 }
 
@@ -88,7 +99,7 @@ func (r *CancelRegistry) Done(id uint64) {
 // progress was cancelled; otherwise the id is remembered as an early cancel.
 func (r *CancelRegistry) Cancel(id uint64) bool {
 	r.mu.Lock()
-	cancel, ok := r.mu.active[id]
+	ctx, ok := r.mu.active[id]
 	if !ok {
 		now := r.now()
 		if len(r.mu.early) >= r.max {
@@ -102,7 +113,7 @@ func (r *CancelRegistry) Cancel(id uint64) bool {
 	r.mu.Unlock()
 	if ok {
 		r.cancelled.Add(1)
-		cancel()
+		ctx.cancel()
 	}
 	return ok
 }
@@ -130,13 +141,13 @@ func (r *CancelRegistry) expireLocked(now time.Time) {
 // carried them is gone and nobody waits for their replies.
 func (r *CancelRegistry) CancelAll() {
 	r.mu.Lock()
-	cancels := make([]context.CancelFunc, 0, len(r.mu.active))
-	for _, cancel := range r.mu.active {
-		cancels = append(cancels, cancel)
+	ctxs := make([]*invocationContext, 0, len(r.mu.active))
+	for _, ctx := range r.mu.active {
+		ctxs = append(ctxs, ctx)
 	}
 	r.mu.Unlock()
-	for _, cancel := range cancels {
-		cancel()
+	for _, ctx := range ctxs {
+		ctx.cancel()
 	}
 }
 
