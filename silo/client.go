@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,23 +57,13 @@ func (o *ClientOptions) EnsureDefaults() {
 
 // Validate reports every invalid field.
 func (o *ClientOptions) Validate() error {
-	var errs []error
-	if _, _, err := net.SplitHostPort(o.Gateway); err != nil {
-		errs = append(errs, fmt.Errorf("silo: client Gateway %q: %w", o.Gateway, err))
-	}
-	if o.ResponseTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("silo: client ResponseTimeout must be positive, got %v", o.ResponseTimeout))
-	}
-	if o.DialTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("silo: client DialTimeout must be positive, got %v", o.DialTimeout))
-	}
-	if o.MaxFrameSize < 64 {
-		errs = append(errs, fmt.Errorf("silo: client MaxFrameSize must be at least 64 bytes, got %d", o.MaxFrameSize))
-	}
-	if o.TimeoutResolution <= 0 {
-		errs = append(errs, fmt.Errorf("silo: client TimeoutResolution must be positive, got %v", o.TimeoutResolution))
-	}
-	return errors.Join(errs...)
+	c := fieldChecks{prefix: "silo: client "}
+	c.address("Gateway", o.Gateway)
+	c.positive("ResponseTimeout", o.ResponseTimeout)
+	c.positive("DialTimeout", o.DialTimeout)
+	c.frameSize("MaxFrameSize", o.MaxFrameSize)
+	c.positive("TimeoutResolution", o.TimeoutResolution)
+	return c.err()
 }
 
 // Client reaches grains through a gateway silo over one connection. It

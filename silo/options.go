@@ -87,32 +87,54 @@ func (o *Options) EnsureDefaults() {
 
 // Validate reports every invalid field.
 func (o *Options) Validate() error {
-	var errs []error
+	c := fieldChecks{prefix: "silo: "}
 	if !o.DisableGateway {
-		if _, _, err := net.SplitHostPort(o.GatewayAddress); err != nil {
-			errs = append(errs, fmt.Errorf("silo: GatewayAddress %q: %w", o.GatewayAddress, err))
-		}
+		c.address("GatewayAddress", o.GatewayAddress)
 	}
-	if o.ResponseTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("silo: ResponseTimeout must be positive, got %v", o.ResponseTimeout))
-	}
-	if o.CollectionAge <= 0 {
-		errs = append(errs, fmt.Errorf("silo: CollectionAge must be positive, got %v", o.CollectionAge))
-	}
-	if o.CollectionQuantum < 0 {
-		errs = append(errs, fmt.Errorf("silo: CollectionQuantum must not be negative, got %v", o.CollectionQuantum))
-	}
-	if o.FlushPeriod <= 0 {
-		errs = append(errs, fmt.Errorf("silo: FlushPeriod must be positive, got %v", o.FlushPeriod))
-	}
-	if o.MaxFrameSize < 64 {
-		errs = append(errs, fmt.Errorf("silo: MaxFrameSize must be at least 64 bytes, got %d", o.MaxFrameSize))
-	}
-	if o.TimeoutResolution <= 0 {
-		errs = append(errs, fmt.Errorf("silo: TimeoutResolution must be positive, got %v", o.TimeoutResolution))
-	}
-	return errors.Join(errs...)
+	c.positive("ResponseTimeout", o.ResponseTimeout)
+	c.positive("CollectionAge", o.CollectionAge)
+	c.nonNegative("CollectionQuantum", o.CollectionQuantum)
+	c.positive("FlushPeriod", o.FlushPeriod)
+	c.frameSize("MaxFrameSize", o.MaxFrameSize)
+	c.positive("TimeoutResolution", o.TimeoutResolution)
+	return c.err()
 }
+
+// fieldChecks collects every invalid field of an options struct, so that
+// Validate reports them all at once.
+type fieldChecks struct {
+	prefix string
+	errs   []error
+}
+
+func (c *fieldChecks) positive(name string, d time.Duration) {
+	if d <= 0 {
+		c.errs = append(c.errs, fmt.Errorf("%s%s must be positive, got %v", c.prefix, name, d))
+	}
+}
+
+func (c *fieldChecks) nonNegative(name string, d time.Duration) {
+	if d < 0 {
+		c.errs = append(c.errs, fmt.Errorf("%s%s must not be negative, got %v", c.prefix, name, d))
+	}
+}
+
+func (c *fieldChecks) address(name, addr string) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		c.errs = append(c.errs, fmt.Errorf("%s%s %q: %w", c.prefix, name, addr, err))
+	}
+}
+
+// minFrameSize leaves room for an envelope with a small payload.
+const minFrameSize = 64
+
+func (c *fieldChecks) frameSize(name string, n int) {
+	if n < minFrameSize || n > transport.MaxFrameSizeLimit {
+		c.errs = append(c.errs, fmt.Errorf("%s%s must be between %d and %d bytes, got %d", c.prefix, name, minFrameSize, transport.MaxFrameSizeLimit, n))
+	}
+}
+
+func (c *fieldChecks) err() error { return errors.Join(c.errs...) }
 
 func (o *Options) transport() transport.Options {
 	t := transport.Options{MaxFrameSize: o.MaxFrameSize}

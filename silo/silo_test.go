@@ -510,4 +510,10 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	_, err = silo.NewClient(silo.ClientOptions{})
 	require.ErrorContains(t, err, "Gateway")
+	_, err = silo.NewClient(silo.ClientOptions{Gateway: "h:1", ResponseTimeout: -1, DialTimeout: -1, MaxFrameSize: 2 << 30, TimeoutResolution: -1})
+	require.Error(t, err)
+	for _, field := range []string{"ResponseTimeout", "DialTimeout", "MaxFrameSize", "TimeoutResolution"} {
+		assert.Contains(t, err.Error(), field)
+	}
+	assert.NotContains(t, err.Error(), "Gateway", "a valid field is not reported")
 }
