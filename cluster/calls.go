@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +69,7 @@ func (t *callTable) add(p *pending) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.closed != nil {
-		return 0, t.mu.closed
+		return 0, fmt.Errorf("%w: %w", ErrNotSent, t.mu.closed)
 	}
 	if t.mu.sweeping {
 		p.deadline = t.mu.lastSweep + int64(t.interval) + int64(p.call.Timeout)

@@ -80,9 +80,11 @@ func TestCallTableCloseFailsPendingAndRefusesNew(t *testing.T) {
 	tbl.close(proxy.ErrUnavailable)
 	<-p.done
 	require.ErrorIs(t, p.err, proxy.ErrUnavailable)
+	assert.NotErrorIs(t, p.err, ErrNotSent, "a call that was in flight may have run")
 	assert.Nil(t, tbl.take(id), "a completed call is taken once")
 	_, err = tbl.add(getPending())
 	require.ErrorIs(t, err, proxy.ErrUnavailable)
+	require.ErrorIs(t, err, ErrNotSent, "a call refused before sending is safe to retry")
 }
 
 // goInbound runs each request on its own goroutine, like an activation.

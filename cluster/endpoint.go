@@ -22,6 +22,10 @@ import (
 // grains (a client's connection). It matches proxy.ErrUnavailable.
 var ErrNoInbound = fmt.Errorf("%w: this peer hosts no grains", proxy.ErrUnavailable)
 
+// ErrNotSent marks a call that failed before its request left: the callee
+// cannot have acted on it, so trying again cannot run it twice.
+var ErrNotSent = errors.New("cluster: request not sent")
+
 // Inbound receives the requests that arrive on an endpoint. actor.Host is one.
 type Inbound interface {
 	Deliver(req *actor.Request)
@@ -143,7 +147,7 @@ func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Mess
 			<-p.done // completed concurrently (connection closed); reclaim it
 			putPending(p)
 		}
-		return fmt.Errorf("cluster: send %s: %w", call.Method.FullName(), err)
+		return sendError(call, err)
 	}
 
 	if !call.Cancellable {
@@ -163,6 +167,20 @@ func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Mess
 		}
 	}
 	return finish(p, out)
+}
+
+// sendError explains a request that could not be queued. Nothing was sent,
+// so the error matches ErrNotSent and the caller may safely try again. A
+// closed connection reads as proxy.ErrUnavailable and a full send queue as
+// proxy.ErrOverloaded; both still match the transport's own error.
+func sendError(call proxy.Call, err error) error {
+	switch {
+	case errors.Is(err, transport.ErrClosed):
+		return fmt.Errorf("%w: %w: %s: %w", ErrNotSent, proxy.ErrUnavailable, call.Method.FullName(), err)
+	case errors.Is(err, transport.ErrSendQueueFull):
+		return fmt.Errorf("%w: %w: %s: %w", ErrNotSent, proxy.ErrOverloaded, call.Method.FullName(), err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrNotSent, call.Method.FullName(), err)
 }
 
 // finish turns a completed pending call into the caller's result.

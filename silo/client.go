@@ -147,10 +147,20 @@ func (c *Client) endpoint(ctx context.Context) (*cluster.Endpoint, error) {
 	return ep, nil
 }
 
-// Call implements proxy.Caller.
+// Call implements proxy.Caller. When the connection turns out to be closed
+// before the request could be sent, the client dials again and sends it
+// once more: a request that never left cannot have been acted on.
 func (c *Client) Call(ctx context.Context, call proxy.Call, in, out proto.Message) error {
 	ep, err := c.endpoint(ctx)
 	if err != nil {
+		return err
+	}
+	err = ep.Call(ctx, call, in, out)
+	if !errors.Is(err, cluster.ErrNotSent) || !errors.Is(err, proxy.ErrUnavailable) {
+		return err
+	}
+	<-ep.Conn().Done() // closing already; let it finish so endpoint redials
+	if ep, err = c.endpoint(ctx); err != nil {
 		return err
 	}
 	return ep.Call(ctx, call, in, out)

@@ -517,3 +517,32 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	assert.NotContains(t, err.Error(), "Gateway", "a valid field is not reported")
 }
+
+func TestClientReconnectsAfterTheSiloRestarts(t *testing.T) {
+	store := persistence.NewMemoryStore()
+	start := func(addr string) *silo.Silo {
+		s, err := silo.New(silo.Options{GatewayAddress: addr}, silo.WithLogger(quiet), silo.WithStore(store))
+		require.NoError(t, err)
+		require.NoError(t, counter.RegisterCounterGrain(s, counter.New(nil)))
+		require.NoError(t, s.Start(context.Background()))
+		return s
+	}
+	first := start("127.0.0.1:0")
+	addr := first.GatewayAddr().String()
+	c, err := silo.NewClient(silo.ClientOptions{Gateway: addr}, silo.WithLogger(quiet))
+	require.NoError(t, err)
+	defer c.Close()
+	ref := counter.NewCounterRef(c, "k")
+	_, err = ref.Add(context.Background(), &counter.AddRequest{Delta: 2})
+	require.NoError(t, err)
+	require.NoError(t, first.Stop(context.Background()))
+
+	_, err = ref.Get(context.Background(), &counter.GetRequest{})
+	require.ErrorIs(t, err, proxy.ErrUnavailable, "no silo: the call fails, it does not hang")
+
+	second := start(addr)
+	defer func() { require.NoError(t, second.Stop(context.Background())) }()
+	r, err := ref.Add(context.Background(), &counter.AddRequest{Delta: 3})
+	require.NoError(t, err, "the client dials the new silo")
+	assert.EqualValues(t, 5, r.Value, "and the grain's state survived the restart")
+}
