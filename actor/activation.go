@@ -149,7 +149,13 @@ func (a *activation) Receive(c protoactor.Context) {
 		a.onRequest(msg)
 	case turnFunc:
 		if a.state == stateValid {
-			msg()
+			// Timer ticks, OnCancel callbacks and state snapshots are grain
+			// code too: a panic in them is contained like a method's.
+			if err := a.safely(func() error { msg(); return nil }); err != nil {
+				a.logPanic(err, 0)
+				a.deactivateNow("panic")
+				return
+			}
 			a.afterTurn()
 		}
 	case activateMsg:
@@ -261,9 +267,7 @@ func (a *activation) onRequest(req *Request) {
 	var panicked *panicError
 	switch {
 	case errors.As(err, &panicked):
-		h.stats.panics.Add(1)
-		h.log.Error("grain method panicked", slog.String("grain", a.id.String()),
-			slog.Uint64("method", uint64(req.MethodID)), slog.Any("panic", panicked.value), slog.String("stack", panicked.stack))
+		a.logPanic(err, req.MethodID)
 		if deferred != nil {
 			deferred.Reply(nil, err)
 		} else {
@@ -277,6 +281,17 @@ func (a *activation) onRequest(req *Request) {
 		req.Reply.Reply(req, reply, err)
 	}
 	a.afterTurn()
+}
+
+// logPanic counts and logs a panic of grain code; method is 0 outside a
+// request turn.
+func (a *activation) logPanic(err error, method uint32) {
+	a.host.stats.panics.Add(1)
+	var panicked *panicError
+	if errors.As(err, &panicked) {
+		a.host.log.Error("grain code panicked", slog.String("grain", a.id.String()),
+			slog.Uint64("method", uint64(method)), slog.Any("panic", panicked.value), slog.String("stack", panicked.stack))
+	}
 }
 
 // afterTurn runs what a turn asked for once it ends.
@@ -309,7 +324,9 @@ func (a *activation) deactivateNow(reason string) {
 		}
 	}
 	if a.record != nil {
-		if err := a.record.Close(ctx); err != nil {
+		// Close snapshots the state through the grain's SaveState, which may
+		// panic; the activation must still finish.
+		if err := a.safely(func() error { return a.record.Close(ctx) }); err != nil {
 			h.log.Warn("final state flush failed", slog.String("grain", a.id.String()), slog.Any("err", err))
 		}
 	}

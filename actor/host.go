@@ -143,7 +143,7 @@ type HostStats struct {
 	ActivationFailures int64 // activations whose load or OnActivate failed
 	Invocations        int64 // grain methods invoked
 	SkippedCancelled   int64 // queued requests dropped because their caller cancelled
-	Panics             int64 // grain methods that panicked
+	Panics             int64 // grain methods, timers and callbacks that panicked
 	TimersArmed        int64 // grain timers and deferred deadlines armed
 	Deferred           int64 // replies deferred by grains
 }
