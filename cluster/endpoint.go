@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -223,7 +224,7 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 			return // timed out or abandoned: drop the late reply
 		}
 		if env.Status != wire.StatusOK {
-			p.err = proxy.ErrorOf(proxy.Code(env.Status), env.Error)
+			p.err = replyError(env.Status, env.Error)
 		} else {
 			p.payload = env.Payload
 		}
@@ -236,6 +237,16 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 		e.log.Warn("closing connection after an unknown frame kind", slog.Any("remote", c.RemoteAddr()), slog.Any("kind", env.Kind))
 		c.Close()
 	}
+}
+
+// replyError turns a reply's failure status into the caller's error. A
+// status is an int32 on the wire while a proxy.Code is a byte: one outside
+// the byte's range must not truncate into CodeOK (256) or a known code.
+func replyError(status wire.Status, msg string) error {
+	if status < 0 || status > math.MaxUint8 {
+		return &proxy.RemoteError{Code: proxy.CodeApplication, Message: fmt.Sprintf("unknown reply status %d: %s", status, msg)}
+	}
+	return proxy.ErrorOf(proxy.Code(status), msg)
 }
 
 func (e *Endpoint) registry() *proxy.CancelRegistry {
