@@ -44,7 +44,10 @@ type EndpointOptions struct {
 // requests, replies and cancels are multiplexed by call id. Reader
 // goroutines only decode and hand over: grain code runs in activations.
 type Endpoint struct {
-	conn     *transport.Conn
+	// conn is set by Attach, or by the first frame when the connection's
+	// reader runs before Attach (Dial starts it before returning), so it is
+	// atomic: the reader goroutine and the dialling one both reach it.
+	conn     atomic.Pointer[transport.Conn]
 	inbound  Inbound
 	interner *wire.Interner
 	log      *slog.Logger
@@ -87,10 +90,10 @@ func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner,
 }
 
 // Attach sets the connection that outgoing calls use.
-func (e *Endpoint) Attach(c *transport.Conn) { e.conn = c }
+func (e *Endpoint) Attach(c *transport.Conn) { e.conn.Store(c) }
 
 // Conn returns the attached connection.
-func (e *Endpoint) Conn() *transport.Conn { return e.conn }
+func (e *Endpoint) Conn() *transport.Conn { return e.conn.Load() }
 
 // ResponseTimeout implements proxy.Caller; an endpoint has no default of its
 // own, so references should be built on a client or silo caller instead.
@@ -139,7 +142,7 @@ func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Mess
 		Payload: o.buf, PlacementHint: call.PlacementHint,
 		Budget: call.Budget, Timeout: call.Timeout, Cancellable: call.Cancellable,
 	}
-	err = e.conn.Send(o)
+	err = e.conn.Load().Send(o)
 	putOut(o)
 	if err != nil {
 		if e.calls.take(id) != nil {
@@ -202,7 +205,7 @@ func (e *Endpoint) sendCancel(id uint64) {
 	e.cancelsSent.Add(1)
 	o := outPool.Get().(*outFrame)
 	o.env = wire.Envelope{Kind: wire.KindCancel, CallID: id}
-	if err := e.conn.Send(o); err != nil {
+	if err := e.conn.Load().Send(o); err != nil {
 		e.log.Debug("cancel not sent", slog.Uint64("call", id), slog.Any("err", err))
 	}
 	putOut(o)
@@ -211,6 +214,11 @@ func (e *Endpoint) sendCancel(id uint64) {
 // HandleFrame implements transport.Handler. It runs on the reader goroutine:
 // it decodes and hands over, never running grain code.
 func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
+	if e.conn.Load() == nil {
+		// A frame before Attach: a peer's request must be answered on the
+		// connection it came from.
+		e.conn.CompareAndSwap(nil, c)
+	}
 	var env wire.Envelope
 	if err := env.UnmarshalInterned(body, e.interner); err != nil {
 		e.log.Warn("closing connection after a malformed frame", slog.Any("remote", c.RemoteAddr()), slog.Any("err", err))
@@ -308,12 +316,12 @@ func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
 		o.env.Status = wire.Status(proxy.CodeOf(err))
 		o.env.Error = err.Error()
 	}
-	serr := e.conn.Send(o)
+	serr := e.conn.Load().Send(o)
 	if errors.Is(serr, transport.ErrFrameTooLarge) {
 		o.env.Payload = nil
 		o.env.Status = wire.Status(proxy.CodeBadRequest)
 		o.env.Error = "reply exceeds the maximum frame size"
-		serr = e.conn.Send(o)
+		serr = e.conn.Load().Send(o)
 	}
 	if serr != nil {
 		e.log.Debug("reply not sent", slog.Uint64("call", req.CallID), slog.Any("err", serr))
@@ -351,6 +359,6 @@ func (e *Endpoint) Stats() EndpointStats {
 	return EndpointStats{
 		Pending: e.calls.len(), CancelWatches: e.cancelWatches.Load(), CancelsSent: e.cancelsSent.Load(),
 		Timeouts: e.calls.timeouts.Load(), Inbound: e.registry().Stats(),
-		Transport: e.conn.Stats(),
+		Transport: e.conn.Load().Stats(),
 	}
 }
