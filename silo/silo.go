@@ -239,9 +239,16 @@ func (s *Silo) Host() *actor.Host {
 // arrive meanwhile fail with proxy.ErrUnavailable. Safe to call twice.
 func (s *Silo) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	if !s.mu.started || s.mu.stopped {
+	if !s.mu.started {
 		s.mu.Unlock()
 		return nil
+	}
+	if s.mu.stopped {
+		// A first Stop that ran out of time left the host running (a turn
+		// still blocked); finish it now. Host.Stop is a no-op once done.
+		host := s.mu.host
+		s.mu.Unlock()
+		return host.Stop(ctx)
 	}
 	s.mu.stopped = true
 	host, listener := s.mu.host, s.mu.listener
