@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/silo"
 )
 
 // Stop is documented as safe to call twice. When the first call runs out of
@@ -33,5 +34,44 @@ func TestReviewStopAfterTimeoutFinishesOnRetry(t *testing.T) {
 	ctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
 	require.NoError(t, e.silo.Stop(ctx))
+	goleak.VerifyNone(t)
+}
+
+// The same through the gateway: the blocked turn runs on the connection's
+// inbound runner, and closing that connection waits for it. Stop must still
+// return within its ctx, and a later Stop must finish without leaks.
+func TestStopWithinItsContextWhileAGatewayTurnBlocks(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	c := e.client(silo.ClientOptions{})
+	ref := counter.NewCounterRef(c, "k")
+	// Activate first: a request for an idle, active grain runs on the
+	// connection's runner.
+	_, err := ref.Get(context.Background(), &counter.GetRequest{})
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := ref.Block(context.Background(), &counter.BlockRequest{Tag: "gw"})
+		errc <- err
+	}()
+	require.Equal(t, "gw", <-e.gate.Entered())
+
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.silo.Stop(short) }()
+	select {
+	case err := <-stopped:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop ignored its context while a turn blocked")
+	}
+
+	e.gate.Release("gw")
+	<-e.gate.Exited()
+	ctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	require.NoError(t, e.silo.Stop(ctx), "a later Stop finishes the job")
+	require.Error(t, <-errc, "the client lost its connection")
+	require.NoError(t, c.Close())
 	goleak.VerifyNone(t)
 }

@@ -43,6 +43,9 @@ type Silo struct {
 		endpoints map[*cluster.Endpoint]struct{}
 		started   bool
 		stopped   bool
+
+		gatewayClosed chan struct{} // closed once the gateway has closed
+		gatewayErr    error
 	}
 }
 
@@ -236,39 +239,77 @@ func (s *Silo) Host() *actor.Host {
 // Stop stops the silo gracefully: requests already queued are served, then
 // every activation deactivates and flushes its state, the gateway closes its
 // connections, and the flusher writes what is still dirty. Requests that
-// arrive meanwhile fail with proxy.ErrUnavailable. Safe to call twice.
+// arrive meanwhile fail with proxy.ErrUnavailable. When a turn that ignores
+// cancellation outlasts ctx, Stop returns ctx's error without waiting for it;
+// calling Stop again finishes the job. Safe to call twice.
 func (s *Silo) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.mu.started {
 		s.mu.Unlock()
 		return nil
 	}
-	if s.mu.stopped {
-		// A first Stop that ran out of time left the host running (a turn
-		// still blocked); finish it now. Host.Stop is a no-op once done.
-		host := s.mu.host
-		s.mu.Unlock()
-		return host.Stop(ctx)
-	}
+	first := !s.mu.stopped
 	s.mu.stopped = true
-	host, listener := s.mu.host, s.mu.listener
+	host := s.mu.host
 	s.mu.Unlock()
 
-	var errs []error
-	if err := host.Stop(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if listener != nil {
-		if err := listener.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("silo: gateway: %w", err))
-		}
-	}
+	// Host.Stop is a no-op once it has finished, so a later Stop redoes
+	// only what an earlier one could not finish in time.
+	hostErr := host.Stop(ctx)
+	gatewayErr := s.closeGateway(ctx)
 	s.caller.Close()
-	if err := s.flusher.Stop(ctx); err != nil {
-		errs = append(errs, err)
+	if hostErr != nil {
+		// Activations still to deactivate flush through the flusher, so it
+		// keeps running until a later Stop sees the host stopped.
+		return errors.Join(hostErr, gatewayErr)
 	}
-	s.log.Info("silo stopped")
-	return errors.Join(errs...)
+	if err := errors.Join(gatewayErr, s.flusher.Stop(ctx)); err != nil {
+		return err
+	}
+	if first {
+		s.log.Info("silo stopped")
+	}
+	return nil
+}
+
+// closeGateway closes the gateway's listener and its connections, waiting
+// within ctx. Closing a connection waits for a turn that its runner is
+// inside, and a grain that ignores cancellation can hold that turn, so the
+// close runs on a goroutine of its own that this and any later call wait
+// for.
+func (s *Silo) closeGateway(ctx context.Context) error {
+	s.mu.Lock()
+	listener := s.mu.listener
+	if listener == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.mu.gatewayClosed == nil {
+		done := make(chan struct{})
+		s.mu.gatewayClosed = done
+		go func() {
+			err := listener.Close()
+			s.mu.Lock()
+			s.mu.gatewayErr = err
+			s.mu.Unlock()
+			close(done)
+		}()
+	}
+	done := s.mu.gatewayClosed
+	s.mu.Unlock()
+	select {
+	case <-done:
+		s.mu.Lock()
+		err := s.mu.gatewayErr
+		s.mu.gatewayErr = nil // reported once
+		s.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("silo: gateway: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("silo: gateway: %w", ctx.Err())
+	}
 }
 
 // Stats are a silo's counters, for tests and metrics.
