@@ -71,7 +71,9 @@ func TestStopWithinItsContextWhileAGatewayTurnBlocks(t *testing.T) {
 	ctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
 	require.NoError(t, e.silo.Stop(ctx), "a later Stop finishes the job")
-	require.Error(t, <-errc, "the client lost its connection")
+	// The released turn's reply may or may not beat the closing connection;
+	// either way the call returns.
+	<-errc
 	require.NoError(t, c.Close())
 	goleak.VerifyNone(t)
 }
