@@ -113,7 +113,6 @@ type Host struct {
 	owner  any
 	system *protoactor.ActorSystem
 	kinds  map[string]*Kind
-	props  *protoactor.Props
 	disp   *workerDispatcher
 
 	shutdown sync.Once
