@@ -99,9 +99,11 @@ func (s *ServiceDesc) Validate() error {
 }
 
 // NewRef builds the untyped reference behind a generated typed reference.
-// Generated constructors call it; users call the typed constructors.
+// Generated constructors call it; users call the typed constructors. The
+// caller's response timeout and outgoing filters are resolved here, once,
+// so a call looks nothing up.
 func NewRef(c Caller, grainType, key string) Ref {
-	r := Ref{caller: c, id: actor.GrainID{Type: grainType, Key: key}}
+	r := Ref{caller: c, id: actor.GrainID{Type: grainType, Key: key}, timeout: c.ResponseTimeout()}
 	if f, ok := c.(outgoingFilterer); ok {
 		r.filters = f.OutgoingFilters()
 	}

@@ -64,6 +64,12 @@ func TestRefResolvesTimeoutsAndBudgets(t *testing.T) {
 	assert.Greater(t, c.calls[3].Budget, time.Second)
 	assert.True(t, c.calls[3].Cancellable)
 	assert.EqualValues(t, 1, out.Value)
+
+	// The timeout was resolved when the reference was built.
+	c.timeout = time.Hour
+	require.NoError(t, ref.Invoke(bg, bounded, in, out))
+	assert.Equal(t, 10*time.Second, c.calls[4].Timeout)
+	assert.Equal(t, time.Hour, NewRef(c, "s.S", "k").timeout, "a new reference sees the new value")
 }
 
 func TestBudgetExpired(t *testing.T) {

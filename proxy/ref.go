@@ -10,8 +10,8 @@ import (
 	"github.com/granary-go/granary/actor"
 )
 
-// BudgetFraction is the share of the response timeout that a bounded method
-// receives as its budget, leaving the rest for the reply's trip back.
+// A bounded method receives budgetNumerator/budgetDenominator (80%) of the
+// response timeout as its budget, leaving the rest for the reply's trip back.
 const (
 	budgetNumerator   = 4
 	budgetDenominator = 5
@@ -80,6 +80,7 @@ func WithPlacementHint(silo string) CallOption { return CallOption{hint: silo} }
 // a small value: copying it is cheap and safe.
 type Ref struct {
 	caller  Caller
+	timeout time.Duration // the caller's response timeout, resolved once
 	id      actor.GrainID
 	filters []OutgoingFilter
 }
@@ -106,7 +107,7 @@ func (r Ref) Invoke(ctx context.Context, m *MethodDesc, in, out proto.Message, o
 		}
 	}
 	if call.Timeout <= 0 {
-		call.Timeout = r.caller.ResponseTimeout()
+		call.Timeout = r.timeout
 	}
 	if m.Bounded {
 		budget, err := Budget(ctx, call.Timeout)
