@@ -264,9 +264,8 @@ func (a *activation) onRequest(req *Request) {
 	deferred := a.deferredNow
 	a.current, a.deferredNow = nil, nil
 
-	var panicked *panicError
 	switch {
-	case errors.As(err, &panicked):
+	case err != nil && isPanic(err):
 		a.logPanic(err, req.MethodID)
 		if deferred != nil {
 			deferred.Reply(nil, err)
@@ -343,6 +342,14 @@ func (a *activation) finish() {
 	a.host.remove(a)
 	a.gone.Store(true)
 	a.host.system.Root.Poison(a.pid)
+}
+
+// isPanic reports whether err is a contained panic. It is a function of its
+// own so that the target errors.As needs escapes only on this path, not on
+// every turn.
+func isPanic(err error) bool {
+	var panicked *panicError
+	return errors.As(err, &panicked)
 }
 
 type panicError struct {
