@@ -146,7 +146,13 @@ func (a *activation) idleFor(now time.Time) time.Duration {
 func (a *activation) Receive(c protoactor.Context) {
 	switch msg := c.Message().(type) {
 	case *Request:
-		a.onRequest(msg)
+		// A batch is a chain of requests for this grain, one turn each.
+		for req := msg; req != nil; {
+			next := req.next
+			req.next = nil
+			a.onRequest(req)
+			req = next
+		}
 	case turnFunc:
 		if a.state == stateValid {
 			// Timer ticks, OnCancel callbacks and state snapshots are grain

@@ -87,6 +87,7 @@ type Request struct {
 	Reply Replier
 
 	callCtx callContext // the method's context when it has a budget or can be cancelled
+	next    *Request    // the next request of a batch posted as one mailbox message
 }
 
 type budgetKey struct{}

@@ -225,22 +225,33 @@ func (h *Host) Deliver(req *Request) {
 }
 
 // DeliverInline is Deliver for a goroutine that may run grain code (never a
-// transport reader). When the grain is active and its mailbox idle, it
-// returns the mailbox's processing, which runs the request's turn, for the
-// caller to run next instead of waking a worker; the caller must run it
-// promptly, since the mailbox counts as running until it does. Otherwise
-// it delivers as Deliver does and returns nil.
-func (h *Host) DeliverInline(req *Request) (run func()) {
-	if h.kinds[req.Target.Type] != nil {
+// transport reader), for requests that all call the same grain, in order.
+// When the grain is active, they reach its mailbox as one message (one post
+// instead of one per request; each still runs in a turn of its own), and
+// when the mailbox was idle DeliverInline returns its processing, which runs
+// their turns, for the caller to run next instead of waking a worker; the
+// caller must run it promptly, since the mailbox counts as running until it
+// does. Otherwise it delivers each request as Deliver does and returns nil.
+// reqs is not retained.
+func (h *Host) DeliverInline(reqs []*Request) (run func()) {
+	if len(reqs) == 0 {
+		return nil
+	}
+	if h.kinds[reqs[0].Target.Type] != nil {
 		h.mu.RLock()
-		if a := h.mu.acts[req.Target]; a != nil {
-			run = a.postInline(req)
+		if a := h.mu.acts[reqs[0].Target]; a != nil {
+			for i, req := range reqs[:len(reqs)-1] {
+				req.next = reqs[i+1]
+			}
+			run = a.postInline(reqs[0])
 			h.mu.RUnlock()
 			return run
 		}
 		h.mu.RUnlock()
 	}
-	h.Deliver(req)
+	for _, req := range reqs {
+		h.Deliver(req)
+	}
 	return nil
 }
 

@@ -11,10 +11,11 @@ import (
 // delivering goroutine. actor.Host is one.
 type InlineInbound interface {
 	Inbound
-	// DeliverInline delivers req and, when its activation was idle,
-	// returns the processing that runs its turn, for the caller to run
-	// instead of waking another goroutine; otherwise nil.
-	DeliverInline(req *actor.Request) (run func())
+	// DeliverInline delivers reqs, which all call the same grain, and,
+	// when its activation was idle, returns the processing that runs their
+	// turns, for the caller to run instead of waking another goroutine;
+	// otherwise nil. It does not retain reqs.
+	DeliverInline(reqs []*actor.Request) (run func())
 }
 
 // stallCheckInterval is how often a busy inbound runner is checked for a
@@ -41,11 +42,12 @@ const stallCheckInterval = 5 * time.Millisecond
 // delivers the queue, and everything that arrives until the turn ends, the
 // ordinary way.
 type inboundRunner struct {
-	inbound InlineInbound
-	wake    chan struct{} // capacity 1
-	stop    chan struct{}
-	done    chan struct{}
-	helpers sync.WaitGroup // goroutines running turns a stalled runner had claimed
+	inbound    InlineInbound
+	checkEvery time.Duration // stallCheckInterval; tests may lengthen it
+	wake       chan struct{} // capacity 1
+	stop       chan struct{}
+	done       chan struct{}
+	helpers    sync.WaitGroup // goroutines running turns a stalled runner had claimed
 
 	mu struct {
 		sync.Mutex
@@ -67,7 +69,7 @@ type inboundRunner struct {
 }
 
 func newInboundRunner(in InlineInbound) *inboundRunner {
-	return &inboundRunner{inbound: in, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return &inboundRunner{inbound: in, checkEvery: stallCheckInterval, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // deliver is called on the reader goroutine. It never runs grain code.
@@ -89,9 +91,9 @@ func (r *inboundRunner) deliver(req *actor.Request) {
 			r.mu.armed = true
 			r.mu.wasInTurn = false
 			if r.mu.timer == nil {
-				r.mu.timer = time.AfterFunc(stallCheckInterval, r.check)
+				r.mu.timer = time.AfterFunc(r.checkEvery, r.check)
 			} else {
-				r.mu.timer.Reset(stallCheckInterval)
+				r.mu.timer.Reset(r.checkEvery)
 			}
 		}
 		select {
@@ -117,18 +119,25 @@ func (r *inboundRunner) loop() {
 // drain delivers queued requests until the queue is empty. It delivers
 // everything queued first, collecting the turns of idle activations, and
 // then runs those: a hot grain's requests then share one mailbox run, and
-// requests for many grains share one wake. Delivering happens under the
-// lock, so a stall check that takes over cannot reorder requests.
+// requests for many grains share one wake. Consecutive requests for the
+// same grain are delivered together, as one mailbox message. Delivering
+// happens under the lock, so a stall check that takes over cannot reorder
+// requests.
 func (r *inboundRunner) drain() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for r.mu.head < len(r.mu.queue) {
-		for ; r.mu.head < len(r.mu.queue); r.mu.head++ {
-			req := r.mu.queue[r.mu.head]
-			r.mu.queue[r.mu.head] = nil
-			if run := r.inbound.DeliverInline(req); run != nil {
+		q := r.mu.queue[r.mu.head:]
+		for i := 0; i < len(q); {
+			j := i + 1
+			for j < len(q) && q[j].Target == q[i].Target {
+				j++
+			}
+			if run := r.inbound.DeliverInline(q[i:j]); run != nil {
 				r.mu.claimed = append(r.mu.claimed, run)
 			}
+			clear(q[i:j])
+			i = j
 		}
 		r.mu.queue, r.mu.head = r.mu.queue[:0], 0
 		for r.mu.next < len(r.mu.claimed) {
@@ -183,7 +192,7 @@ func (r *inboundRunner) check() {
 	}
 	r.mu.checked, r.mu.wasInTurn = r.mu.turns, r.mu.inTurn
 	if r.mu.running {
-		r.mu.timer.Reset(stallCheckInterval)
+		r.mu.timer.Reset(r.checkEvery)
 	} else {
 		r.mu.armed = false
 	}
