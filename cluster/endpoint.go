@@ -129,7 +129,7 @@ func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Mess
 		return err
 	}
 	o := outPool.Get().(*outFrame)
-	o.buf, err = proto.MarshalOptions{}.MarshalAppend(o.buf[:0], in)
+	o.buf, err = proxy.AppendMessage(o.buf[:0], in)
 	if err != nil {
 		e.calls.take(id)
 		putOut(o)
@@ -193,7 +193,7 @@ func finish(p *pending, out proto.Message) error {
 	switch {
 	case err != nil:
 	default:
-		if uerr := proto.Unmarshal(p.payload, out); uerr != nil {
+		if uerr := proxy.UnmarshalFresh(p.payload, out); uerr != nil {
 			err = fmt.Errorf("%w: decode reply: %w", proxy.ErrBadRequest, uerr)
 		}
 	}
@@ -304,7 +304,7 @@ func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
 	o.env = wire.Envelope{Kind: wire.KindReply, CallID: req.CallID}
 	if err == nil && reply != nil {
 		var merr error
-		o.buf, merr = proto.MarshalOptions{}.MarshalAppend(o.buf[:0], reply)
+		o.buf, merr = proxy.AppendMessage(o.buf[:0], reply)
 		if merr != nil {
 			err = fmt.Errorf("%w: encode reply: %w", proxy.ErrBadRequest, merr)
 		} else {

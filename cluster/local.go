@@ -48,7 +48,7 @@ func (l *LocalCaller) ResponseTimeout() time.Duration { return l.timeout() }
 
 // Call implements proxy.Caller.
 func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.Message) error {
-	payload, err := proto.Marshal(in)
+	payload, err := proxy.AppendMessage(nil, in)
 	if err != nil {
 		return fmt.Errorf("%w: encode request: %w", proxy.ErrBadRequest, err)
 	}
@@ -90,7 +90,7 @@ func (l *LocalCaller) Reply(req *actor.Request, reply proto.Message, err error) 
 		return
 	}
 	if err == nil && reply != nil {
-		p.payload, err = proto.Marshal(reply)
+		p.payload, err = proxy.AppendMessage(nil, reply)
 	}
 	if errors.Is(err, actor.ErrStopping) || errors.Is(err, actor.ErrDeactivated) {
 		// A remote caller sees these as proxy.ErrUnavailable (see

@@ -50,7 +50,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, grain any, methodID uint32, p
 		return nil, fmt.Errorf("%w: %#x on %s", ErrUnknownMethod, methodID, d.Service.Name)
 	}
 	req := m.NewRequest()
-	if err := freshUnmarshal.Unmarshal(payload, req); err != nil {
+	if err := UnmarshalFresh(payload, req); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadRequest, m.Desc.FullName(), err)
 	}
 	if len(d.Filters) == 0 {
