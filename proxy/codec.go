@@ -11,8 +11,10 @@ import (
 // The generated methods encode byte for byte what proto.Marshal writes and
 // decode what proto.Unmarshal accepts into the same message, rejecting what
 // it rejects; the generator emits them only for messages whose every field
-// it can handle that way (proto3, open struct API, no oneofs, maps or
-// explicit presence).
+// it can handle that way (proto3 and the open struct API; no oneofs, maps
+// or explicit presence, among others: see internal/grainc). Errors wrap
+// proto.Error, as protobuf's do. On an error AppendGranaryWire may leave
+// part of an encoding appended, as proto.MarshalOptions.MarshalAppend does.
 type WireMessage interface {
 	proto.Message
 	// AppendGranaryWire appends the message's wire encoding to b.

@@ -13,6 +13,18 @@
 //   - the server interface XGrain, the proxy.ServiceDesc that dispatches to
 //     it, and RegisterXGrain.
 //
+// For every file with at least one message it can handle, services or
+// not, Generate also writes a _wire.pb.go: per message, AppendGranaryWire
+// and MergeGranaryWire, plain Go code that encodes byte for byte what
+// proto.Marshal writes and decodes as proto.UnmarshalOptions{Merge: true}
+// does, which the call path uses instead of protobuf's table-driven codec
+// (see proxy.WireMessage). A message gets them when its file is proto3,
+// it uses the open struct API, and it has no oneof, map, optional, lazy or
+// weak field, no field named like the methods, and no message field that
+// can reach required fields or extensions; other messages are left to
+// proto. Message fields of other Go packages, or of types without a codec,
+// are encoded and decoded through proto.
+//
 // Contracts import "granary/options.proto" without a path flag: Generate
 // serves it from package granarypb when no import path supplies it. The
 // standard google/protobuf files are served the same way.

@@ -109,11 +109,13 @@ func Generate(opts Options) (map[string][]byte, error) {
 	gen.SupportedEditionsMaximum = gengo.SupportedEditionsMaximum
 
 	bounded := boundedExtension(gen)
+	codecs := wireCodecs(gen)
 	for _, f := range gen.Files {
 		if !f.Generate {
 			continue
 		}
 		gengo.GenerateFile(gen, f)
+		generateWireFile(gen, f, codecs)
 		if len(f.Services) > 0 {
 			if err := generateGrainFile(gen, f, bounded); err != nil {
 				return nil, err

@@ -1,6 +1,9 @@
 // Command granarygen generates the Go code of grain contracts: for each
-// proto file the usual .pb.go, and for files with services a _grain.pb.go
-// with typed references, method descriptors and the server dispatch table.
+// proto file the usual .pb.go, for files with services a _grain.pb.go
+// with typed references, method descriptors and the server dispatch table,
+// and for files with proto3 messages a _wire.pb.go with fast generated
+// codecs (AppendGranaryWire and MergeGranaryWire) that the call path
+// prefers to protobuf's table-driven one.
 // It compiles protos in process, so only Go is needed to run it:
 //
 //	granarygen [-I dir | -I prefix=dir]... [-paths=source_relative] file.proto...

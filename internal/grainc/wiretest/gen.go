@@ -1,0 +1,3 @@
+package wiretest
+
+//go:generate go run github.com/granary-go/granary/proxy/cmd/granarygen -paths=source_relative wiretest.proto
