@@ -47,12 +47,12 @@ type Endpoint struct {
 	// conn is set by Attach, or by the first frame when the connection's
 	// reader runs before Attach (Dial starts it before returning), so it is
 	// atomic: the reader goroutine and the dialling one both reach it.
-	conn     atomic.Pointer[transport.Conn]
-	inbound  Inbound
-	interner *wire.Interner
-	log      *slog.Logger
-	calls    callTable
-	runner   *inboundRunner // nil unless inbound can run turns inline
+	conn    atomic.Pointer[transport.Conn]
+	inbound Inbound
+	decoder *wire.Decoder // used only on the connection's reader goroutine
+	log     *slog.Logger
+	calls   callTable
+	runner  *inboundRunner // nil unless inbound can run turns inline
 
 	cancelsOnce sync.Once
 	cancels     *proxy.CancelRegistry
@@ -81,7 +81,7 @@ func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner,
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Endpoint{inbound: inbound, interner: interner, log: log}
+	e := &Endpoint{inbound: inbound, decoder: wire.NewDecoder(interner), log: log}
 	e.calls.init(c, opts.SweepInterval)
 	if in, ok := inbound.(InlineInbound); ok {
 		e.runner = newInboundRunner(in)
@@ -220,7 +220,7 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 		e.conn.CompareAndSwap(nil, c)
 	}
 	var env wire.Envelope
-	if err := env.UnmarshalInterned(body, e.interner); err != nil {
+	if err := e.decoder.Decode(body, &env); err != nil {
 		e.log.Warn("closing connection after a malformed frame", slog.Any("remote", c.RemoteAddr()), slog.Any("err", err))
 		c.Close()
 		return

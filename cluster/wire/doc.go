@@ -16,7 +16,9 @@
 // copied (a Go string cannot safely alias a buffer that might be reused), except
 // that UnmarshalInterned returns the caller's canonical string for grain types and
 // placement hints found in an Interner, which makes decoding a request for a
-// known grain type allocate only for its key.
+// known grain type allocate only for its key. A connection's reader decodes
+// through a Decoder, which also remembers recent grain keys: a request for a
+// grain seen lately decodes without allocating at all.
 //
 // # Field numbers
 //

@@ -196,6 +196,10 @@ func (e *Envelope) Unmarshal(b []byte) error { return e.UnmarshalInterned(b, nil
 // found in in is set to in's canonical string instead of a fresh copy, so
 // decoding it does not allocate. in may be nil.
 func (e *Envelope) UnmarshalInterned(b []byte, in *Interner) error {
+	return e.decode(b, in, nil)
+}
+
+func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
 	*e = Envelope{}
 	for len(b) > 0 {
 		var num protowire.Number
@@ -260,18 +264,33 @@ func (e *Envelope) UnmarshalInterned(b []byte, in *Interner) error {
 				}
 				break
 			}
-			if !utf8.Valid(v) {
-				return malformed(fmt.Sprintf("field %d: invalid UTF-8", num))
+			var str string
+			switch num {
+			case fieldGrainType:
+				str = d.grainType(v, in)
+			case fieldGrainKey:
+				str = d.grainKey(v)
+			case fieldPlacementHint:
+				str = in.lookup(v)
+			}
+			if str == "" { // not a string this side already knows: check it and copy it
+				if !utf8.Valid(v) {
+					return malformed(fmt.Sprintf("field %d: invalid UTF-8", num))
+				}
+				str = string(v)
+				if num == fieldGrainKey {
+					d.remember(str)
+				}
 			}
 			switch num {
 			case fieldGrainType:
-				e.GrainType = in.intern(v)
+				e.GrainType = str
 			case fieldGrainKey:
-				e.GrainKey = string(v)
+				e.GrainKey = str
 			case fieldPlacementHint:
-				e.PlacementHint = in.intern(v)
+				e.PlacementHint = str
 			case fieldError:
-				e.Error = string(v)
+				e.Error = str
 			}
 		}
 		b = b[n:]
@@ -312,13 +331,82 @@ func NewInterner(values ...string) *Interner {
 	return in
 }
 
-// intern returns the canonical string equal to b, or a fresh copy of b when in is
-// nil or does not hold it. The map lookup converts b without allocating.
-func (in *Interner) intern(b []byte) string {
+// lookup returns the canonical string equal to b, or "" when in is nil or
+// does not hold it. The map lookup converts b without allocating.
+func (in *Interner) lookup(b []byte) string {
 	if in != nil {
 		if s, ok := in.m[string(b)]; ok {
 			return s
 		}
 	}
-	return string(b)
+	return ""
+}
+
+// keyCacheSize is how many grain keys a Decoder remembers.
+const keyCacheSize = 64
+
+// Decoder decodes the envelopes arriving on one connection. Besides the
+// Interner's canonical grain types, it remembers the last grain type and
+// the grain keys it decoded recently, so that the requests of busy grains
+// neither allocate a copy of their key nor check its UTF-8 again. A
+// Decoder is not safe for concurrent use: a connection's reader owns it.
+type Decoder struct {
+	in       *Interner
+	lastType string
+	keys     [keyCacheSize]string
+}
+
+// NewDecoder returns a decoder that interns through in (which may be nil).
+func NewDecoder(in *Interner) *Decoder { return &Decoder{in: in} }
+
+// Decode is e.Unmarshal(b) through d: the same result, with known strings
+// shared instead of copied. Payload aliases b.
+func (d *Decoder) Decode(b []byte, e *Envelope) error { return e.decode(b, d.in, d) }
+
+// grainType returns the canonical string equal to b, or "" when b is not
+// a registered grain type.
+func (d *Decoder) grainType(b []byte, in *Interner) string {
+	if d != nil && d.lastType != "" && d.lastType == string(b) {
+		return d.lastType
+	}
+	s := in.lookup(b)
+	if d != nil && s != "" {
+		d.lastType = s
+	}
+	return s
+}
+
+// grainKey returns a remembered key equal to b, or "".
+func (d *Decoder) grainKey(b []byte) string {
+	if d == nil || len(b) == 0 {
+		return ""
+	}
+	if s := d.keys[keySlot(b)]; s == string(b) {
+		return s
+	}
+	return ""
+}
+
+// remember keeps a decoded (and validated) key for later frames.
+func (d *Decoder) remember(key string) {
+	if d != nil && key != "" {
+		d.keys[keySlot(key)] = key
+	}
+}
+
+// keySlot picks a key's cache slot from its length and up to eight bytes
+// at each end: constant work, whatever the key's length.
+func keySlot[T string | []byte](b T) int {
+	h := uint32(2166136261) ^ uint32(len(b))
+	head, tail := b, b
+	if len(b) > 8 {
+		head, tail = b[:8], b[len(b)-8:]
+	}
+	for i := range len(head) {
+		h = (h ^ uint32(head[i])) * 16777619
+	}
+	for i := range len(tail) {
+		h = (h ^ uint32(tail[i])) * 16777619
+	}
+	return int(h % keyCacheSize)
 }

@@ -208,3 +208,43 @@ func BenchmarkEnvelopeUnmarshal(b *testing.B) {
 		}
 	})
 }
+
+// A decoder shares the strings it already knows: the registered grain type
+// and the keys of recent requests are neither copied nor re-checked, so a
+// busy grain's requests decode without allocating.
+func TestDecoderSharesKnownStrings(t *testing.T) {
+	req := sampleRequest()
+	frame := req.AppendTo(nil)
+	dec := NewDecoder(NewInterner(req.GrainType, req.PlacementHint))
+
+	var a, b Envelope
+	require.NoError(t, dec.Decode(frame, &a))
+	require.NoError(t, dec.Decode(append([]byte(nil), frame...), &b))
+	assert.Equal(t, normalized(req), normalized(b))
+	assert.Same(t, unsafe.StringData(a.GrainKey), unsafe.StringData(b.GrainKey), "the second frame reuses the key")
+	assert.Same(t, unsafe.StringData(a.GrainType), unsafe.StringData(b.GrainType))
+	allocs := testing.AllocsPerRun(100, func() { _ = dec.Decode(frame, &b) })
+	assert.Zero(t, allocs)
+
+	other := sampleRequest()
+	other.GrainKey = "tenant-43"
+	require.NoError(t, dec.Decode(other.AppendTo(nil), &b))
+	assert.Equal(t, "tenant-43", b.GrainKey, "a different key is not mistaken for a cached one")
+
+	bad := sampleRequest()
+	bad.GrainKey = "\xff"
+	var e Envelope
+	require.ErrorIs(t, dec.Decode(bad.AppendTo(nil), &e), ErrMalformed, "keys are still checked for UTF-8")
+	require.ErrorIs(t, dec.Decode(bad.AppendTo(nil), &e), ErrMalformed, "and an invalid one is never remembered")
+}
+
+func BenchmarkDecoderDecode(b *testing.B) {
+	req := sampleRequest()
+	frame := req.AppendTo(nil)
+	dec := NewDecoder(NewInterner(req.GrainType, req.PlacementHint))
+	var e Envelope
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = dec.Decode(frame, &e)
+	}
+}

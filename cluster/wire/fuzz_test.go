@@ -25,9 +25,20 @@ func FuzzEnvelopeUnmarshal(f *testing.F) {
 	f.Add([]byte{0xf8, 0xff, 0xff, 0xff, 0x0f, 0x01})       // large field number
 
 	md := envelopeDescriptor(f)
+	// One decoder for every input, as on a connection: what it remembers
+	// from earlier frames must never change how a later one decodes.
+	dec := NewDecoder(NewInterner(sampleRequest().GrainType, "silo-1"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var e Envelope
 		err := e.Unmarshal(b)
+		var viaDecoder Envelope
+		decErr := dec.Decode(b, &viaDecoder)
+		require.Equal(t, err == nil, decErr == nil, "Unmarshal: %v, Decoder: %v", err, decErr)
+		if err == nil {
+			require.Equal(t, normalized(e), normalized(viaDecoder))
+			_ = dec.Decode(b, &viaDecoder) // a second time, with its strings remembered
+			require.Equal(t, normalized(e), normalized(viaDecoder))
+		}
 		m := dynamicpb.NewMessage(md)
 		refErr := proto.Unmarshal(b, m)
 		if err != nil {
