@@ -248,12 +248,9 @@ func (a *activation) onRequest(req *Request) {
 		// The call context lives inside the request: no allocation of
 		// its own, and no timer.
 		cc := &req.callCtx
-		cc.Context, cc.budget = context.Background(), req.Budget
+		cc.Context, cc.budget, cc.act = context.Background(), req.Budget, a
 		if req.Ctx != nil {
 			cc.Context = req.Ctx
-		}
-		if req.Budget > 0 {
-			cc.deadline = h.clock.Now().Add(req.Budget)
 		}
 		ctx = cc
 	}

@@ -70,7 +70,10 @@ func (c *Context) Defer() (*Deferred, error) {
 		return a.deferredNow, nil
 	}
 	req := a.current
-	d := &Deferred{a: a, req: req, deadline: req.callCtx.deadline}
+	d := &Deferred{a: a, req: req}
+	if req.Budget > 0 {
+		d.deadline = req.callCtx.deadlineNow()
+	}
 	a.pendingMu.Lock()
 	if a.pending == nil {
 		a.pending = make(map[*Deferred]struct{})
@@ -179,8 +182,9 @@ func (d *Deferred) Context() context.Context {
 	return d.req.Ctx
 }
 
-// Deadline returns when the call's budget runs out (the method's start plus
-// the budget). ok is false when the call has no budget.
+// Deadline returns when the call's budget runs out (see actor.Deadline; a
+// method that defers without having asked fixes it at Defer). ok is false
+// when the call has no budget.
 func (d *Deferred) Deadline() (deadline time.Time, ok bool) {
 	return d.deadline, !d.deadline.IsZero()
 }

@@ -28,12 +28,14 @@ const testType = "test.Grain"
 const (
 	mAdd uint32 = iota + 1
 	mGet
-	mBlock   // waits until released or its context is cancelled
-	mPanic   // panics
-	mDefer   // defers; answered by a timer after the payload's milliseconds
-	mBudget  // answers with the budget it saw, in nanoseconds (-1 if none)
-	mLeave   // asks to be deactivated
-	mDeferCC // defers and answers "cancelled" from OnCancel
+	mBlock         // waits until released or its context is cancelled
+	mPanic         // panics
+	mDefer         // defers; answered by a timer after the payload's milliseconds
+	mBudget        // answers with the budget it saw, in nanoseconds (-1 if none)
+	mLeave         // asks to be deactivated
+	mDeferCC       // defers and answers "cancelled" from OnCancel
+	mDeadline      // advances the fake clock by the payload's seconds, then answers with its deadline
+	mDeferDeadline // defers, advances the clock, answers with the deadline
 )
 
 type testGrain struct {
@@ -46,6 +48,7 @@ type testGrain struct {
 	release     chan struct{}
 	started     chan struct{}
 	failOnce    *atomic.Bool
+	clock       *clock.Fake
 }
 
 func (g *testGrain) OnActivate(ctx context.Context, gc *Context) error {
@@ -111,7 +114,7 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 		g.gc.AfterFunc(time.Duration(in.Value)*time.Millisecond, func() { d.Reply(wrapperspb.Int64(42), nil) })
 		return nil, nil
 	case mBudget:
-		b, _, ok := Budget(ctx)
+		b, ok := Budget(ctx)
 		if !ok {
 			return wrapperspb.Int64(-1), nil
 		}
@@ -119,6 +122,30 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 	case mLeave:
 		g.gc.DeactivateOnIdle()
 		return wrapperspb.Int64(g.n), nil
+	case mDeadline:
+		g.clock.Advance(time.Duration(in.Value) * time.Second)
+		d1, ok := Deadline(ctx)
+		if !ok {
+			return wrapperspb.Int64(-1), nil
+		}
+		g.clock.Advance(7 * time.Second)
+		if d2, _ := Deadline(ctx); !d2.Equal(d1) {
+			return nil, fmt.Errorf("deadline moved from %v to %v", d1, d2)
+		}
+		return wrapperspb.Int64(d1.UnixNano()), nil
+	case mDeferDeadline:
+		d, err := g.gc.Defer()
+		if err != nil {
+			return nil, err
+		}
+		g.clock.Advance(3 * time.Second)
+		dd, ok := d.Deadline()
+		if cd, _ := Deadline(ctx); ok && !cd.Equal(dd) {
+			d.Reply(nil, fmt.Errorf("Deadline %v differs from the Deferred's %v", cd, dd))
+		} else {
+			d.Reply(wrapperspb.Int64(dd.UnixNano()), nil)
+		}
+		return nil, nil
 	case mDeferCC:
 		d, err := g.gc.Defer()
 		if err != nil {
@@ -205,7 +232,7 @@ func newFixture(t *testing.T, opts HostOptions) *fixture {
 		release: make(chan struct{}), started: make(chan struct{}, 16)}
 	kind := &Kind{Type: testType, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
 		return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
-			release: f.release, started: f.started, failOnce: &f.failOnce}
+			release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock}
 	}}
 	h, err := NewHost(opts, []*Kind{kind}, WithClock(f.clock), WithStateStore(f.store),
 		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -397,6 +424,34 @@ func TestBudgetReachesBoundedMethodOnly(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.EqualValues(t, -1, r.reply.(*wrapperspb.Int64Value).Value)
 	assert.Zero(t, f.host.Stats().TimersArmed, "a budget alone arms nothing")
+}
+
+// The deadline is the budget measured from the first time the method asks
+// for it; after that it does not move, and a method that only answers never
+// fixes one.
+func TestDeadlineIsFixedWhenFirstAskedFor(t *testing.T) {
+	f := newFixture(t, HostOptions{})
+	budget := 1500 * time.Millisecond
+	start := f.clock.Now()
+	r := <-f.send(context.Background(), "a", mDeadline, 0, budget)
+	require.NoError(t, r.err)
+	assert.Equal(t, start.Add(budget).UnixNano(), r.reply.(*wrapperspb.Int64Value).Value)
+
+	start = f.clock.Now()
+	r = <-f.send(context.Background(), "a", mDeadline, 2, budget)
+	require.NoError(t, r.err)
+	assert.Equal(t, start.Add(2*time.Second+budget).UnixNano(), r.reply.(*wrapperspb.Int64Value).Value,
+		"asked 2 s into the method: the budget counts from there")
+
+	r = <-f.send(context.Background(), "a", mDeadline, 0, 0)
+	require.NoError(t, r.err)
+	assert.EqualValues(t, -1, r.reply.(*wrapperspb.Int64Value).Value, "no budget, no deadline")
+
+	start = f.clock.Now()
+	r = <-f.send(context.Background(), "a", mDeferDeadline, 0, budget)
+	require.NoError(t, r.err)
+	assert.Equal(t, start.Add(budget).UnixNano(), r.reply.(*wrapperspb.Int64Value).Value,
+		"Defer fixes the deadline; asking later in the turn gives the same")
 }
 
 func TestDeferredReplyFromTimer(t *testing.T) {

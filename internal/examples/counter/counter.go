@@ -76,7 +76,7 @@ func (g *Grain) Block(ctx context.Context, in *BlockRequest) (*BlockReply, error
 		release = g.gate.enter(in.Tag)
 	}
 	var expired <-chan time.Time
-	if _, deadline, ok := actor.Budget(ctx); ok {
+	if deadline, ok := actor.Deadline(ctx); ok {
 		t := time.NewTimer(time.Until(deadline))
 		defer t.Stop()
 		expired = t.C
@@ -111,7 +111,7 @@ func (g *Grain) Never(context.Context, *NeverRequest) (*NeverReply, error) {
 }
 
 func budgetNanos(ctx context.Context) int64 {
-	b, _, ok := actor.Budget(ctx)
+	b, ok := actor.Budget(ctx)
 	if !ok {
 		return 0
 	}
