@@ -231,6 +231,7 @@ func (a *activation) onRequest(req *Request) {
 		return
 	case stateFailed:
 		req.Reply.Reply(req, nil, a.failure)
+		req.release()
 		return
 	}
 	h := a.host
@@ -239,19 +240,21 @@ func (a *activation) onRequest(req *Request) {
 		// it is dropped without running.
 		h.stats.skippedCancelled.Add(1)
 		req.Reply.Reply(req, nil, req.Ctx.Err())
+		req.release()
 		return
 	}
 	a.touched.Store(true)
 
 	var ctx context.Context = context.Background()
 	if req.Ctx != nil || req.Budget > 0 {
-		// The call context lives inside the request: no allocation of
-		// its own, and no timer.
-		cc := &req.callCtx
-		cc.Context, cc.budget, cc.act = context.Background(), req.Budget, a
+		// One small object, no timer: the budget is data. It is not part
+		// of the request, which is recycled, because the grain may keep
+		// its ctx.
+		cc := &callContext{Context: context.Background(), budget: req.Budget, act: a}
 		if req.Ctx != nil {
 			cc.Context = req.Ctx
 		}
+		req.cc = cc
 		ctx = cc
 	}
 
@@ -274,13 +277,16 @@ func (a *activation) onRequest(req *Request) {
 			deferred.Reply(nil, err)
 		} else {
 			req.Reply.Reply(req, nil, err)
+			req.release()
 		}
 		a.deactivateNow("panic")
 		return
 	case deferred != nil:
-		// The grain answers later through the Deferred.
+		// The grain answers later through the Deferred, which releases
+		// the request then.
 	default:
 		req.Reply.Reply(req, reply, err)
+		req.release()
 	}
 	a.afterTurn()
 }

@@ -70,9 +70,9 @@ func (c *Context) Defer() (*Deferred, error) {
 		return a.deferredNow, nil
 	}
 	req := a.current
-	d := &Deferred{a: a, req: req}
-	if req.Budget > 0 {
-		d.deadline = req.callCtx.deadlineNow()
+	d := &Deferred{a: a, req: req, ctx: req.Ctx}
+	if req.Budget > 0 && req.cc != nil {
+		d.deadline = req.cc.deadlineNow()
 	}
 	a.pendingMu.Lock()
 	if a.pending == nil {
@@ -165,7 +165,8 @@ func (t *Timer) stop() {
 // Deferred is a reply a grain keeps to answer later.
 type Deferred struct {
 	a        *activation
-	req      *Request
+	req      *Request        // until answered; then recycled
+	ctx      context.Context // the caller's cancellable context, or nil
 	deadline time.Time
 
 	mu       sync.Mutex
@@ -176,10 +177,10 @@ type Deferred struct {
 // Context returns the call's context: it is cancelled when the caller
 // cancels. It never has a deadline; see Deadline for the budget.
 func (d *Deferred) Context() context.Context {
-	if d.req.Ctx == nil {
+	if d.ctx == nil {
 		return context.Background()
 	}
-	return d.req.Ctx
+	return d.ctx
 }
 
 // Deadline returns when the call's budget runs out (see actor.Deadline; a
@@ -190,17 +191,17 @@ func (d *Deferred) Deadline() (deadline time.Time, ok bool) {
 }
 
 // Cancellable reports whether the caller can cancel the call.
-func (d *Deferred) Cancellable() bool { return d.req.Ctx != nil }
+func (d *Deferred) Cancellable() bool { return d.ctx != nil }
 
 // OnCancel runs fn in a turn of the activation when the caller cancels the
 // call, unless the reply was sent first. Callers that cannot cancel never
 // trigger it, and it sets up nothing for them.
 func (d *Deferred) OnCancel(fn func()) {
-	if d.req.Ctx == nil {
+	if d.ctx == nil {
 		return
 	}
 	a := d.a
-	stop := context.AfterFunc(d.req.Ctx, func() {
+	stop := context.AfterFunc(d.ctx, func() {
 		a.post(turnFunc(func() {
 			if !d.Answered() {
 				fn()
@@ -229,6 +230,8 @@ func (d *Deferred) Reply(reply proto.Message, err error) bool {
 	}
 	d.answered = true
 	stop := d.stopWait
+	req := d.req
+	d.req = nil
 	d.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -237,6 +240,7 @@ func (d *Deferred) Reply(reply proto.Message, err error) bool {
 	a.pendingMu.Lock()
 	delete(a.pending, d)
 	a.pendingMu.Unlock()
-	d.req.Reply.Reply(d.req, reply, err)
+	req.Reply.Reply(req, reply, err)
+	req.release()
 	return true
 }

@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"sync"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -69,6 +70,10 @@ type Replier interface {
 }
 
 // Request is one grain call delivered to an activation.
+//
+// A Request from NewRequest belongs to the Host once delivered: the host
+// recycles it after its reply has been sent, so the deliverer must not
+// touch it after Deliver. A Request built as a literal is never recycled.
 type Request struct {
 	// Target is the grain being called.
 	Target GrainID
@@ -87,8 +92,28 @@ type Request struct {
 	// Reply receives the outcome.
 	Reply Replier
 
-	callCtx callContext // the method's context when it has a budget or can be cancelled
-	next    *Request    // the next request of a batch posted as one mailbox message
+	cc     *callContext // the method's context while its turn runs, when it has a budget or can be cancelled
+	next   *Request     // the next request of a batch posted as one mailbox message
+	pooled bool         // from NewRequest: recycled once answered
+}
+
+var requestPool = sync.Pool{New: func() any { return &Request{pooled: true} }}
+
+// NewRequest returns an empty Request that the host recycles once it has
+// been answered. Requests arrive at a silo at the rate of calls, and
+// recycling them takes a sixth of a call's allocated bytes off the garbage
+// collector.
+func NewRequest() *Request { return requestPool.Get().(*Request) }
+
+// release recycles req if it came from NewRequest. Only the host calls it,
+// once the reply has been handed to req.Reply and nothing refers to req
+// any more; the method's context (cc) is a separate object, so a grain
+// that kept its ctx keeps nothing of the request.
+func (req *Request) release() {
+	if req.pooled {
+		*req = Request{pooled: true}
+		requestPool.Put(req)
+	}
 }
 
 type budgetKey struct{}

@@ -36,6 +36,7 @@ const (
 	mDeferCC       // defers and answers "cancelled" from OnCancel
 	mDeadline      // advances the fake clock by the payload's seconds, then answers with its deadline
 	mDeferDeadline // defers, advances the clock, answers with the deadline
+	mKeepCtx       // hands its ctx to the test through kept, then answers
 )
 
 type testGrain struct {
@@ -49,6 +50,7 @@ type testGrain struct {
 	started     chan struct{}
 	failOnce    *atomic.Bool
 	clock       *clock.Fake
+	kept        chan context.Context
 }
 
 func (g *testGrain) OnActivate(ctx context.Context, gc *Context) error {
@@ -146,6 +148,9 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 			d.Reply(wrapperspb.Int64(dd.UnixNano()), nil)
 		}
 		return nil, nil
+	case mKeepCtx:
+		g.kept <- ctx
+		return wrapperspb.Int64(in.Value), nil
 	case mDeferCC:
 		d, err := g.gc.Defer()
 		if err != nil {
@@ -224,15 +229,16 @@ type fixture struct {
 	release     chan struct{}
 	started     chan struct{}
 	failOnce    atomic.Bool
+	kept        chan context.Context
 }
 
 func newFixture(t *testing.T, opts HostOptions) *fixture {
 	t.Helper()
 	f := &fixture{t: t, clock: clock.NewFake(time.Unix(1_000_000, 0)), store: &memStore{data: map[GrainID][]byte{}},
-		release: make(chan struct{}), started: make(chan struct{}, 16)}
+		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64)}
 	kind := &Kind{Type: testType, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
 		return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
-			release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock}
+			release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
 	}}
 	h, err := NewHost(opts, []*Kind{kind}, WithClock(f.clock), WithStateStore(f.store),
 		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))

@@ -263,14 +263,10 @@ func (e *Endpoint) registry() *proxy.CancelRegistry {
 }
 
 func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
-	req := &actor.Request{
-		Target:   actor.GrainID{Type: env.GrainType, Key: env.GrainKey},
-		CallID:   env.CallID,
-		MethodID: env.MethodID,
-		Payload:  env.Payload,
-		Budget:   env.Budget,
-		Reply:    e,
-	}
+	req := actor.NewRequest()
+	req.Target = actor.GrainID{Type: env.GrainType, Key: env.GrainKey}
+	req.CallID, req.MethodID = env.CallID, env.MethodID
+	req.Payload, req.Budget, req.Reply = env.Payload, env.Budget, e
 	if e.inbound == nil {
 		e.Reply(req, nil, ErrNoInbound)
 		return

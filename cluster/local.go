@@ -59,7 +59,9 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 		putPending(p)
 		return err
 	}
-	req := &actor.Request{Target: call.Target, CallID: id, MethodID: call.Method.ID, Payload: payload, Budget: call.Budget, Reply: l}
+	req := actor.NewRequest()
+	req.Target, req.CallID, req.MethodID = call.Target, id, call.Method.ID
+	req.Payload, req.Budget, req.Reply = payload, call.Budget, l
 	if !call.Cancellable {
 		l.inbound.Deliver(req)
 		<-p.done
