@@ -1,9 +1,9 @@
 package actor
 
 import (
-	"sync"
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
