@@ -20,6 +20,7 @@ type pending struct {
 	done     chan struct{} // buffered(1): completion signal
 	deadline int64         // unix nanos after which the sweep fails the call
 	call     proxy.Call
+	out      outFrame // the request while it is being sent
 
 	payload []byte // encoded reply
 	err     error

@@ -99,21 +99,37 @@ func (e *Endpoint) Conn() *transport.Conn { return e.conn.Load() }
 // own, so references should be built on a client or silo caller instead.
 func (e *Endpoint) ResponseTimeout() time.Duration { return proxy.DefaultResponseTimeout }
 
-// outFrame is a pooled envelope plus the buffer its payload was encoded in.
+// outFrame is an outgoing envelope. Its message, when it has one, is
+// encoded as the envelope's payload straight into the connection's send
+// buffer, once, instead of into a buffer of its own and then copied.
 type outFrame struct {
 	env wire.Envelope
-	buf []byte
+	msg proto.Message
 }
 
-func (o *outFrame) AppendTo(b []byte) []byte { return o.env.AppendTo(b) }
+// AppendTo implements transport.Marshaler.
+func (o *outFrame) AppendTo(b []byte) ([]byte, error) {
+	if o.msg == nil {
+		return o.env.AppendTo(b), nil
+	}
+	return o.env.AppendWithPayload(b, o)
+}
 
-var outPool = sync.Pool{New: func() any { return &outFrame{buf: make([]byte, 0, 256)} }}
+// AppendPayload implements wire.PayloadAppender.
+func (o *outFrame) AppendPayload(b []byte) ([]byte, error) { return proxy.AppendMessage(b, o.msg) }
+
+var outPool = sync.Pool{New: func() any { return new(outFrame) }}
 
 func putOut(o *outFrame) {
-	o.env.Reset()
-	if cap(o.buf) <= 64<<10 {
-		outPool.Put(o)
-	}
+	*o = outFrame{}
+	outPool.Put(o)
+}
+
+// isTransportError tells the errors of transport.Conn.Send from those of
+// a frame's own encoding, which Send returns as they are.
+func isTransportError(err error) bool {
+	return errors.Is(err, transport.ErrClosed) || errors.Is(err, transport.ErrSendQueueFull) ||
+		errors.Is(err, transport.ErrFrameTooLarge)
 }
 
 // Call implements proxy.Caller: it sends the request and waits for the
@@ -128,28 +144,26 @@ func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Mess
 		putPending(p)
 		return err
 	}
-	o := outPool.Get().(*outFrame)
-	o.buf, err = proxy.AppendMessage(o.buf[:0], in)
-	if err != nil {
-		e.calls.take(id)
-		putOut(o)
-		putPending(p)
-		return fmt.Errorf("%w: encode request: %w", proxy.ErrBadRequest, err)
+	p.out = outFrame{
+		env: wire.Envelope{
+			Kind: wire.KindRequest, CallID: id,
+			GrainType: call.Target.Type, GrainKey: call.Target.Key, MethodID: call.Method.ID,
+			PlacementHint: call.PlacementHint,
+			Budget:        call.Budget, Timeout: call.Timeout, Cancellable: call.Cancellable,
+		},
+		msg: in,
 	}
-	o.env = wire.Envelope{
-		Kind: wire.KindRequest, CallID: id,
-		GrainType: call.Target.Type, GrainKey: call.Target.Key, MethodID: call.Method.ID,
-		Payload: o.buf, PlacementHint: call.PlacementHint,
-		Budget: call.Budget, Timeout: call.Timeout, Cancellable: call.Cancellable,
-	}
-	err = e.conn.Load().Send(o)
-	putOut(o)
+	err = e.conn.Load().Send(&p.out)
+	p.out = outFrame{}
 	if err != nil {
 		if e.calls.take(id) != nil {
 			putPending(p)
 		} else {
 			<-p.done // completed concurrently (connection closed); reclaim it
 			putPending(p)
+		}
+		if !isTransportError(err) {
+			return fmt.Errorf("%w: encode request: %w", proxy.ErrBadRequest, err)
 		}
 		return sendError(call, err)
 	}
@@ -299,25 +313,25 @@ func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
 	o := outPool.Get().(*outFrame)
 	o.env = wire.Envelope{Kind: wire.KindReply, CallID: req.CallID}
 	if err == nil && reply != nil {
-		var merr error
-		o.buf, merr = proxy.AppendMessage(o.buf[:0], reply)
-		if merr != nil {
-			err = fmt.Errorf("%w: encode reply: %w", proxy.ErrBadRequest, merr)
-		} else {
-			o.env.Payload = o.buf
-		}
+		o.msg = reply
 	}
 	if err != nil {
-		o.env.Payload = nil
 		o.env.Status = wire.Status(proxy.CodeOf(err))
 		o.env.Error = err.Error()
 	}
-	serr := e.conn.Load().Send(o)
+	conn := e.conn.Load()
+	serr := conn.Send(o)
+	if serr != nil && !isTransportError(serr) {
+		o.msg = nil
+		o.env.Status = wire.Status(proxy.CodeBadRequest)
+		o.env.Error = fmt.Errorf("%w: encode reply: %w", proxy.ErrBadRequest, serr).Error()
+		serr = conn.Send(o)
+	}
 	if errors.Is(serr, transport.ErrFrameTooLarge) {
-		o.env.Payload = nil
+		o.msg = nil
 		o.env.Status = wire.Status(proxy.CodeBadRequest)
 		o.env.Error = "reply exceeds the maximum frame size"
-		serr = e.conn.Load().Send(o)
+		serr = conn.Send(o)
 	}
 	if serr != nil {
 		e.log.Debug("reply not sent", slog.Uint64("call", req.CallID), slog.Any("err", serr))

@@ -19,7 +19,7 @@ import (
 func TestReviewRequestBeforeAttachIsRefused(t *testing.T) {
 	replies := make(chan *wire.Envelope, 1)
 	addr := listenRaw(t, func(c *transport.Conn) {
-		_ = c.Send(&wire.Envelope{Kind: wire.KindRequest, CallID: 7, GrainType: "test.S", GrainKey: "k", MethodID: testMethod.ID})
+		_ = c.Send(&outFrame{env: wire.Envelope{Kind: wire.KindRequest, CallID: 7, GrainType: "test.S", GrainKey: "k", MethodID: testMethod.ID}})
 	}, func(c *transport.Conn, env *wire.Envelope) {
 		if env.Kind == wire.KindReply {
 			replies <- env

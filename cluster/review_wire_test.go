@@ -46,7 +46,7 @@ func TestReviewUnknownReplyStatusIsAnError(t *testing.T) {
 	for _, status := range []wire.Status{256, -256, 1 << 20, 200} {
 		addr := listenRaw(t, nil, func(c *transport.Conn, env *wire.Envelope) {
 			if env.Kind == wire.KindRequest {
-				_ = c.Send(&wire.Envelope{Kind: wire.KindReply, CallID: env.CallID, Status: status, Error: "odd"})
+				_ = c.Send(&outFrame{env: wire.Envelope{Kind: wire.KindReply, CallID: env.CallID, Status: status, Error: "odd"}})
 			}
 		})
 		client := NewEndpoint(EndpointOptions{}, nil, nil, nil, quiet)

@@ -248,9 +248,14 @@ func dialRaw(t *testing.T, e *env) *rawConn {
 	return &rawConn{conn: conn, replies: h.replies}
 }
 
+// envFrame sends a raw envelope as a transport frame.
+type envFrame struct{ env wire.Envelope }
+
+func (f *envFrame) AppendTo(b []byte) ([]byte, error) { return f.env.AppendTo(b), nil }
+
 func (r *rawConn) send(t *testing.T, env wire.Envelope) {
 	t.Helper()
-	require.NoError(t, r.conn.Send(&env))
+	require.NoError(t, r.conn.Send(&envFrame{env}))
 }
 
 func addRequest(t *testing.T, id uint64, key string, delta int64, cancellable bool) wire.Envelope {

@@ -11,7 +11,7 @@ import (
 // transport rather than interface conversions.
 type bodyRef struct{ b []byte }
 
-func (r *bodyRef) AppendTo(dst []byte) []byte { return append(dst, r.b...) }
+func (r *bodyRef) AppendTo(dst []byte) ([]byte, error) { return append(dst, r.b...), nil }
 
 // inlineEcho answers each frame on the reader goroutine, reusing one Marshaler.
 type inlineEcho struct{ out bodyRef }

@@ -26,9 +26,11 @@ var (
 
 // Marshaler appends a frame body to a buffer. Send calls AppendTo while it holds
 // the connection's send lock, so AppendTo must be quick and must not block or
-// call back into the connection.
+// call back into the connection. Encoding straight into the send buffer this
+// way saves a copy; an encoder that can fail returns its error, and Send then
+// queues nothing and returns that error as it is.
 type Marshaler interface {
-	AppendTo(b []byte) []byte
+	AppendTo(b []byte) ([]byte, error)
 }
 
 // Handler receives what arrives on a connection. Its methods are called on the
@@ -137,9 +139,14 @@ func (c *Conn) Send(m Marshaler) error {
 		}
 		c.mu.Unlock()
 	}()
-	b := append(c.mu.pending, 0, 0, 0, 0)
-	b = m.AppendTo(b)
-	c.mu.pending = b // keep any growth even if the frame is rejected
+	b, err := m.AppendTo(append(c.mu.pending, 0, 0, 0, 0))
+	if cap(b) > cap(c.mu.pending) {
+		c.mu.pending = b // keep any growth even if the frame is rejected
+	}
+	if err != nil {
+		return err
+	}
+	c.mu.pending = b
 	n := len(b) - start - headerSize
 	if n > c.opts.MaxFrameSize {
 		return fmt.Errorf("%w: %d bytes, limit is %d", ErrFrameTooLarge, n, c.opts.MaxFrameSize)

@@ -102,6 +102,24 @@ func TestSendRejectsOversizeFrame(t *testing.T) {
 	assert.NoError(t, c.Err())
 }
 
+// failing appends part of a frame, then fails.
+type failing struct{ err error }
+
+func (f failing) AppendTo(b []byte) ([]byte, error) { return append(b, "half a frame"...), f.err }
+
+func TestSendReturnsTheMarshalersErrorAndQueuesNothing(t *testing.T) {
+	peer := newRecorder()
+	c, _ := pipePair(t, Options{}, nil, newRecorder(), peer)
+
+	boom := errors.New("cannot encode")
+	require.Equal(t, boom, c.Send(failing{boom}), "returned as it is")
+	assert.Zero(t, c.Stats().FramesQueued)
+
+	require.NoError(t, c.Send(body("next")))
+	assert.Equal(t, "next", string(peer.next(t)), "the failed frame left nothing behind")
+	assert.NoError(t, c.Err(), "and the connection stays open")
+}
+
 func TestSendQueueIsBounded(t *testing.T) {
 	gate := newGate()
 	peer := newRecorder()

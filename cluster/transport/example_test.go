@@ -10,7 +10,7 @@ import (
 // text is a Marshaler for a string body.
 type text string
 
-func (t text) AppendTo(b []byte) []byte { return append(b, t...) }
+func (t text) AppendTo(b []byte) ([]byte, error) { return append(b, t...), nil }
 
 // upper answers each frame with its body in upper case.
 type upper struct{}

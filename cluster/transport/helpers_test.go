@@ -20,7 +20,7 @@ const waitFor = 5 * time.Second
 // body is a Marshaler for raw bytes.
 type body []byte
 
-func (b body) AppendTo(dst []byte) []byte { return append(dst, b...) }
+func (b body) AppendTo(dst []byte) ([]byte, error) { return append(dst, b...), nil }
 
 // recorder is a Handler that reports what it sees on channels.
 type recorder struct {

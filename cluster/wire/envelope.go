@@ -131,6 +131,54 @@ func (e *Envelope) Reset() { *e = Envelope{} }
 // are not checked for valid UTF-8: a proto3 decoder, including Unmarshal,
 // rejects an envelope whose strings are not.
 func (e *Envelope) AppendTo(b []byte) []byte {
+	b = e.appendHead(b)
+	if len(e.Payload) != 0 {
+		b = append(b, tag(fieldPayload, protowire.BytesType))
+		b = protowire.AppendVarint(b, uint64(len(e.Payload)))
+		b = append(b, e.Payload...)
+	}
+	return e.appendTail(b)
+}
+
+// PayloadAppender encodes an envelope's payload in place; see
+// AppendWithPayload.
+type PayloadAppender interface {
+	AppendPayload(b []byte) ([]byte, error)
+}
+
+// AppendWithPayload is AppendTo with the payload encoded by p straight
+// into b (e.Payload is ignored): the message is encoded once, where it
+// will be sent, instead of into a buffer of its own and then copied. The
+// bytes are those AppendTo writes with e.Payload set to p's encoding. On an
+// error from p it returns b as it was.
+func (e *Envelope) AppendWithPayload(b []byte, p PayloadAppender) ([]byte, error) {
+	start := len(b)
+	b = e.appendHead(b)
+	// The payload's length comes first but is known only once it is
+	// encoded: reserve one byte, the length of a payload under 128 bytes,
+	// and move the payload up when its length needs more.
+	b = append(b, tag(fieldPayload, protowire.BytesType), 0)
+	at := len(b)
+	b, err := p.AppendPayload(b)
+	if err != nil {
+		return b[:start], err
+	}
+	switch n := len(b) - at; {
+	case n == 0: // an empty payload is not written at all
+		b = b[:at-2]
+	case n < 0x80:
+		b[at-1] = byte(n)
+	default:
+		extra := protowire.SizeVarint(uint64(n)) - 1
+		b = append(b, make([]byte, extra)...)
+		copy(b[at+extra:], b[at:at+n])
+		protowire.AppendVarint(b[:at-1], uint64(n))
+	}
+	return e.appendTail(b), nil
+}
+
+// appendHead appends the fields numbered before the payload.
+func (e *Envelope) appendHead(b []byte) []byte {
 	if e.Kind != 0 {
 		b = append(b, tag(fieldKind, protowire.VarintType))
 		b = protowire.AppendVarint(b, uint64(int64(e.Kind)))
@@ -149,11 +197,11 @@ func (e *Envelope) AppendTo(b []byte) []byte {
 		b = append(b, tag(fieldMethodID, protowire.VarintType))
 		b = protowire.AppendVarint(b, uint64(e.MethodID))
 	}
-	if len(e.Payload) != 0 {
-		b = append(b, tag(fieldPayload, protowire.BytesType))
-		b = protowire.AppendVarint(b, uint64(len(e.Payload)))
-		b = append(b, e.Payload...)
-	}
+	return b
+}
+
+// appendTail appends the fields numbered after the payload.
+func (e *Envelope) appendTail(b []byte) []byte {
 	if e.PlacementHint != "" {
 		b = appendString(b, fieldPlacementHint, e.PlacementHint)
 	}

@@ -248,3 +248,36 @@ func BenchmarkDecoderDecode(b *testing.B) {
 		_ = dec.Decode(frame, &e)
 	}
 }
+
+type bytesPayload struct {
+	b   []byte
+	err error
+}
+
+func (p bytesPayload) AppendPayload(b []byte) ([]byte, error) {
+	b = append(b, p.b...)
+	return b, p.err
+}
+
+// Encoding the payload in place writes exactly what AppendTo writes for
+// the same payload, whatever room its length prefix needs.
+func TestAppendWithPayloadMatchesAppendTo(t *testing.T) {
+	for _, n := range []int{0, 1, 127, 128, 300, 16383, 16384, 2_100_000} {
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i * 7)
+		}
+		e := sampleRequest()
+		prefix := []byte("prefix")
+		got, err := e.AppendWithPayload(append([]byte(nil), prefix...), bytesPayload{b: payload})
+		require.NoError(t, err)
+		e.Payload = payload
+		want := e.AppendTo(append([]byte(nil), prefix...))
+		require.Equal(t, want, got, "payload of %d bytes", n)
+	}
+	e := sampleRequest()
+	boom := errors.New("boom")
+	b, err := e.AppendWithPayload([]byte("keep"), bytesPayload{b: []byte("partial"), err: boom})
+	require.ErrorIs(t, err, boom)
+	assert.Equal(t, "keep", string(b), "a failed payload leaves b as it was")
+}

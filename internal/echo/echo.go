@@ -46,7 +46,7 @@ type echoConn struct{ reply frame }
 
 type frame struct{ body []byte }
 
-func (f *frame) AppendTo(b []byte) []byte { return append(b, f.body...) }
+func (f *frame) AppendTo(b []byte) ([]byte, error) { return append(b, f.body...), nil }
 
 func (h *echoConn) HandleFrame(c *transport.Conn, body []byte) {
 	h.reply.body = body
@@ -86,9 +86,9 @@ type result struct {
 	err  error
 }
 
-func (cl *call) AppendTo(b []byte) []byte {
+func (cl *call) AppendTo(b []byte) ([]byte, error) {
 	b = binary.BigEndian.AppendUint64(b, cl.id)
-	return append(b, cl.payload...)
+	return append(b, cl.payload...), nil
 }
 
 // Dial connects a Client to the server at addr. ctx bounds only the dial.
