@@ -312,7 +312,7 @@ func TestHandMadeInputsDecodeAsInProto(t *testing.T) {
 		{"group", cat(tagged(1000, protowire.StartGroupType), tagged(1, protowire.VarintType, 1), tagged(1000, protowire.EndGroupType))},
 		{"group with a known field number", cat(tagged(2, protowire.StartGroupType), tagged(2, protowire.EndGroupType), tagged(2, protowire.VarintType, 3))},
 		{"nested groups", cat(tagged(5, protowire.StartGroupType), tagged(6, protowire.StartGroupType), tagged(6, protowire.EndGroupType), tagged(5, protowire.EndGroupType))},
-		{"group with a large inner field number", cat(tagged(5, protowire.StartGroupType), protowire.AppendVarint(nil, 1<<33|0), []byte{1}, tagged(5, protowire.EndGroupType))},
+		{"group with a large inner field number", cat(tagged(5, protowire.StartGroupType), protowire.AppendVarint(nil, uint64(1<<30)<<3|uint64(protowire.VarintType)), []byte{1}, tagged(5, protowire.EndGroupType))},
 		{"mismatched end group", cat(tagged(5, protowire.StartGroupType), tagged(6, protowire.EndGroupType))},
 		{"unterminated group", tagged(5, protowire.StartGroupType)},
 		{"wrong wire type for a varint field", tagged(1, protowire.Fixed32Type, 1, 0, 0, 0)},
