@@ -157,3 +157,95 @@ func BenchmarkEcho(b *testing.B) {
 		})
 	}
 }
+
+// timeWorkers runs n calls spread over workers goroutines and returns how
+// long they took. It does no reporting: BenchmarkGrainToEchoRatio times
+// many slices of its own.
+func timeWorkers(workers, n int, call func(worker int) error) (time.Duration, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	start := time.Now()
+	for w := range workers {
+		count := n / workers
+		if w < n%workers {
+			count++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range count {
+				if err := call(w); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	return elapsed, <-errs
+}
+
+// BenchmarkGrainToEchoRatio measures grain calls and the bare echo in
+// alternating slices of a few thousand calls each, in one process, and
+// reports the ratio of their throughputs. The machines we measure on are
+// shared: their speed drifts by 10-20% within a minute, which moves two
+// benchmarks run one after the other apart; slices taken turn about see
+// the same drift, so the ratio is steadier than one computed from
+// BenchmarkGrainCall and BenchmarkEcho.
+func BenchmarkGrainToEchoRatio(b *testing.B) {
+	const slice = 4096
+	for _, tc := range []struct {
+		name string
+		keys int
+	}{{"hot-key-16", 1}, {"partitioned-16", 16}} {
+		b.Run(tc.name, func(b *testing.B) {
+			const workers = 16
+			_, c := benchSilo(b)
+			refs := make([]counter.CounterRef, workers)
+			for w := range refs {
+				refs[w] = counter.NewCounterRef(c, fmt.Sprint("key-", w%tc.keys))
+			}
+			srv, err := echo.Listen("127.0.0.1:0", transport.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close()
+			ec, err := echo.Dial(context.Background(), srv.Addr().String(), transport.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ec.Close()
+			ctx, in, payload := context.Background(), &counter.AddRequest{Delta: 1}, make([]byte, 48)
+			grain := func(w int) error { _, err := refs[w].Add(ctx, in); return err }
+			bare := func(int) error { _, err := ec.Call(payload); return err }
+			for _, warm := range []func(int) error{grain, bare} {
+				if _, err := timeWorkers(workers, slice, warm); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var grainTime, echoTime time.Duration
+			calls := 0
+			for calls < b.N {
+				n := min(slice, b.N-calls)
+				g, err := timeWorkers(workers, n, grain)
+				if err != nil {
+					b.Fatal(err)
+				}
+				e, err := timeWorkers(workers, n, bare)
+				if err != nil {
+					b.Fatal(err)
+				}
+				grainTime, echoTime = grainTime+g, echoTime+e
+				calls += n
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(calls)/grainTime.Seconds(), "grain-calls/s")
+			b.ReportMetric(float64(calls)/echoTime.Seconds(), "echo-calls/s")
+			b.ReportMetric(echoTime.Seconds()/grainTime.Seconds(), "ratio")
+		})
+	}
+}
