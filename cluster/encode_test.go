@@ -7,9 +7,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/internal/examples/counter"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -19,31 +21,39 @@ import (
 // written, and the connection keeps serving.
 func TestUnencodableMessagesFailOnlyTheirCall(t *testing.T) {
 	badReply := &proxy.MethodDesc{Service: "test.S", Name: "BadReply", ID: 9}
+	badWireReply := &proxy.MethodDesc{Service: "test.S", Name: "BadWireReply", ID: 10}
 	in := &goInbound{handler: func(req *actor.Request) {
-		if req.MethodID == badReply.ID {
+		switch req.MethodID {
+		case badReply.ID: // encoded by protobuf, before the send
 			req.Reply.Reply(req, wrapperspb.String("\xff"), nil)
-			return
+		case badWireReply.ID: // encoded by its generated codec, inside the send
+			req.Reply.Reply(req, &counter.BlockRequest{Tag: "\xff"}, nil)
+		default:
+			increment(req)
 		}
-		increment(req)
 	}}
 	defer in.wg.Wait()
 	client, _ := pair(t, in)
 	ctx := context.Background()
 	out := &wrapperspb.Int64Value{}
 
-	err := client.Call(ctx, testCall(time.Second, false), wrapperspb.String("\xff"), out)
-	require.ErrorIs(t, err, proxy.ErrBadRequest)
-	assert.Contains(t, err.Error(), "encode request")
-	assert.Zero(t, client.Stats().Pending, "the failed call left nothing pending")
+	for _, bad := range []proto.Message{wrapperspb.String("\xff"), &counter.BlockRequest{Tag: "\xff"}} {
+		err := client.Call(ctx, testCall(time.Second, false), bad, out)
+		require.ErrorIs(t, err, proxy.ErrBadRequest, "%T", bad)
+		assert.Contains(t, err.Error(), "encode request")
+		assert.Zero(t, client.Stats().Pending, "the failed call left nothing pending")
+	}
 	sent := client.Stats().Transport.FramesQueued
 
-	call := testCall(time.Second, false)
-	call.Method = badReply
-	err = client.Call(ctx, call, wrapperspb.Int64(1), &wrapperspb.StringValue{})
-	require.ErrorIs(t, err, proxy.ErrBadRequest, "the silo answers with the encoding error")
-	assert.Contains(t, err.Error(), "encode reply")
+	for _, m := range []*proxy.MethodDesc{badReply, badWireReply} {
+		call := testCall(time.Second, false)
+		call.Method = m
+		err := client.Call(ctx, call, wrapperspb.Int64(1), &wrapperspb.StringValue{})
+		require.ErrorIs(t, err, proxy.ErrBadRequest, "the silo answers %s with the encoding error", m.Name)
+		assert.Contains(t, err.Error(), "encode reply")
+	}
 
 	require.NoError(t, client.Call(ctx, testCall(time.Second, false), wrapperspb.Int64(41), out))
 	assert.EqualValues(t, 42, out.Value, "the connection still carries calls both ways")
-	assert.EqualValues(t, sent+2, client.Stats().Transport.FramesQueued, "the unencodable request queued no frame")
+	assert.EqualValues(t, sent+3, client.Stats().Transport.FramesQueued, "the unencodable requests queued no frame")
 }

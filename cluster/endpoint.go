@@ -99,12 +99,30 @@ func (e *Endpoint) Conn() *transport.Conn { return e.conn.Load() }
 // own, so references should be built on a client or silo caller instead.
 func (e *Endpoint) ResponseTimeout() time.Duration { return proxy.DefaultResponseTimeout }
 
-// outFrame is an outgoing envelope. Its message, when it has one, is
+// outFrame is an outgoing envelope. A message with a generated codec is
 // encoded as the envelope's payload straight into the connection's send
-// buffer, once, instead of into a buffer of its own and then copied.
+// buffer, once, instead of into a buffer of its own and then copied. Any
+// other message goes through protobuf's slower codec, so prepare encodes it
+// first, outside the connection's send lock, where a large one would hold
+// up every other sender.
 type outFrame struct {
 	env wire.Envelope
-	msg proto.Message
+	msg proto.Message // encoded in place when set
+	buf *[]byte       // pooled buffer holding a payload prepare encoded
+}
+
+// prepare sets m as the frame's payload: in place when it has a generated
+// codec, otherwise encoded now.
+func (o *outFrame) prepare(m proto.Message) error {
+	if _, ok := m.(proxy.WireMessage); ok {
+		o.msg = m
+		return nil
+	}
+	buf := payloadPool.Get().(*[]byte)
+	b, err := proxy.AppendMessage((*buf)[:0], m)
+	*buf = b
+	o.buf, o.env.Payload = buf, b
+	return err
 }
 
 // AppendTo implements transport.Marshaler.
@@ -118,10 +136,21 @@ func (o *outFrame) AppendTo(b []byte) ([]byte, error) {
 // AppendPayload implements wire.PayloadAppender.
 func (o *outFrame) AppendPayload(b []byte) ([]byte, error) { return proxy.AppendMessage(b, o.msg) }
 
-var outPool = sync.Pool{New: func() any { return new(outFrame) }}
+// reset drops the frame's references and returns its buffer, if any.
+func (o *outFrame) reset() {
+	if o.buf != nil && cap(*o.buf) <= 64<<10 {
+		payloadPool.Put(o.buf)
+	}
+	*o = outFrame{}
+}
+
+var (
+	outPool     = sync.Pool{New: func() any { return new(outFrame) }}
+	payloadPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+)
 
 func putOut(o *outFrame) {
-	*o = outFrame{}
+	o.reset()
 	outPool.Put(o)
 }
 
@@ -144,17 +173,16 @@ func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Mess
 		putPending(p)
 		return err
 	}
-	p.out = outFrame{
-		env: wire.Envelope{
-			Kind: wire.KindRequest, CallID: id,
-			GrainType: call.Target.Type, GrainKey: call.Target.Key, MethodID: call.Method.ID,
-			PlacementHint: call.PlacementHint,
-			Budget:        call.Budget, Timeout: call.Timeout, Cancellable: call.Cancellable,
-		},
-		msg: in,
+	p.out.env = wire.Envelope{
+		Kind: wire.KindRequest, CallID: id,
+		GrainType: call.Target.Type, GrainKey: call.Target.Key, MethodID: call.Method.ID,
+		PlacementHint: call.PlacementHint,
+		Budget:        call.Budget, Timeout: call.Timeout, Cancellable: call.Cancellable,
 	}
-	err = e.conn.Load().Send(&p.out)
-	p.out = outFrame{}
+	if err = p.out.prepare(in); err == nil {
+		err = e.conn.Load().Send(&p.out)
+	}
+	p.out.reset()
 	if err != nil {
 		if e.calls.take(id) != nil {
 			putPending(p)
@@ -312,23 +340,28 @@ func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
 	}
 	o := outPool.Get().(*outFrame)
 	o.env = wire.Envelope{Kind: wire.KindReply, CallID: req.CallID}
+	var serr error
 	if err == nil && reply != nil {
-		o.msg = reply
+		serr = o.prepare(reply)
 	}
 	if err != nil {
 		o.env.Status = wire.Status(proxy.CodeOf(err))
 		o.env.Error = err.Error()
 	}
 	conn := e.conn.Load()
-	serr := conn.Send(o)
+	if serr == nil {
+		serr = conn.Send(o)
+	}
 	if serr != nil && !isTransportError(serr) {
-		o.msg = nil
+		o.reset()
+		o.env = wire.Envelope{Kind: wire.KindReply, CallID: req.CallID}
 		o.env.Status = wire.Status(proxy.CodeBadRequest)
 		o.env.Error = fmt.Errorf("%w: encode reply: %w", proxy.ErrBadRequest, serr).Error()
 		serr = conn.Send(o)
 	}
 	if errors.Is(serr, transport.ErrFrameTooLarge) {
-		o.msg = nil
+		o.reset()
+		o.env = wire.Envelope{Kind: wire.KindReply, CallID: req.CallID}
 		o.env.Status = wire.Status(proxy.CodeBadRequest)
 		o.env.Error = "reply exceeds the maximum frame size"
 		serr = conn.Send(o)
