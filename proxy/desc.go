@@ -65,7 +65,19 @@ type ServiceDesc struct {
 }
 
 // Method returns the method with the given id, or nil.
+// linearMethods is the size up to which Method scans instead of indexing.
+const linearMethods = 8
+
 func (s *ServiceDesc) Method(id uint32) *Method {
+	if len(s.Methods) <= linearMethods {
+		// A few comparisons beat hashing into a map.
+		for i := range s.Methods {
+			if s.Methods[i].Desc.ID == id {
+				return &s.Methods[i]
+			}
+		}
+		return nil
+	}
 	s.once.Do(func() {
 		s.index = make(map[uint32]*Method, len(s.Methods))
 		for i := range s.Methods {

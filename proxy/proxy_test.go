@@ -207,3 +207,21 @@ func TestErrorCodesRoundTrip(t *testing.T) {
 	assert.Equal(t, ErrTimeout.Error(), (&RemoteError{Code: CodeTimeout}).Error())
 	assert.Contains(t, (&TimeoutError{Target: actor.GrainID{Type: "t", Key: "k"}, Method: "t/M", Timeout: time.Second}).Error(), "t/k")
 }
+
+// Method finds a method by id whether the service is small (scanned) or
+// large (indexed), and reports unknown ids as nil.
+func TestServiceDescMethodLookup(t *testing.T) {
+	for _, n := range []int{1, linearMethods, linearMethods + 1, 40} {
+		desc := &ServiceDesc{Name: "test.Big"}
+		for i := range n {
+			name := fmt.Sprintf("M%d", i)
+			desc.Methods = append(desc.Methods, Method{Desc: &MethodDesc{Service: desc.Name, Name: name, ID: MethodID(desc.Name, name)}})
+		}
+		for i := range n {
+			m := desc.Method(MethodID(desc.Name, fmt.Sprintf("M%d", i)))
+			require.NotNil(t, m, "%d methods, M%d", n, i)
+			assert.Equal(t, fmt.Sprintf("M%d", i), m.Desc.Name)
+		}
+		assert.Nil(t, desc.Method(MethodID(desc.Name, "missing")), "%d methods", n)
+	}
+}

@@ -442,19 +442,16 @@ func (d *Decoder) remember(key string) {
 	}
 }
 
-// keySlot picks a key's cache slot from its length and up to eight bytes
-// at each end: constant work, whatever the key's length.
+// keySlot picks a key's cache slot from its length, its first byte and its
+// last four: constant work, whatever the key's length, and keys that count
+// up (user-17, user-18, ...) land in different slots. Keys that differ
+// only elsewhere share a slot and evict each other.
 func keySlot[T string | []byte](b T) int {
-	h := uint32(2166136261) ^ uint32(len(b))
-	head, tail := b, b
-	if len(b) > 8 {
-		head, tail = b[:8], b[len(b)-8:]
+	n := len(b)
+	h := uint32(n)*0x9e3779b1 ^ uint32(b[0])
+	for i := max(1, n-4); i < n; i++ {
+		h = (h ^ uint32(b[i])) * 16777619
 	}
-	for i := range len(head) {
-		h = (h ^ uint32(head[i])) * 16777619
-	}
-	for i := range len(tail) {
-		h = (h ^ uint32(tail[i])) * 16777619
-	}
+	h ^= h >> 15
 	return int(h % keyCacheSize)
 }
