@@ -361,6 +361,10 @@ type panicError struct {
 	stack string
 }
 
+// newPanicError records a recovered panic with the stack of the goroutine
+// that panicked; call it from the deferred function that recovered.
+func newPanicError(r any) error { return &panicError{value: r, stack: string(debug.Stack())} }
+
 func (p *panicError) Error() string { return fmt.Sprintf("%v: %v", ErrPanic, p.value) }
 func (p *panicError) Unwrap() error { return ErrPanic }
 
@@ -369,7 +373,7 @@ func (p *panicError) Unwrap() error { return ErrPanic }
 func (a *activation) dispatch(ctx context.Context, req *Request) (reply proto.Message, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			reply, err = nil, &panicError{value: r, stack: string(debug.Stack())}
+			reply, err = nil, newPanicError(r)
 		}
 	}()
 	return a.kind.Dispatcher.Dispatch(ctx, a.grain, req.MethodID, req.Payload)
@@ -379,7 +383,7 @@ func (a *activation) dispatch(ctx context.Context, req *Request) (reply proto.Me
 func (a *activation) safely(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &panicError{value: r, stack: string(debug.Stack())}
+			err = newPanicError(r)
 		}
 	}()
 	return fn()

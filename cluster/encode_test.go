@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/cluster/transport"
 	"github.com/granary-go/granary/internal/examples/counter"
 	"github.com/granary-go/granary/proxy"
 )
@@ -56,4 +57,39 @@ func TestUnencodableMessagesFailOnlyTheirCall(t *testing.T) {
 	require.NoError(t, client.Call(ctx, testCall(time.Second, false), wrapperspb.Int64(41), out))
 	assert.EqualValues(t, 42, out.Value, "the connection still carries calls both ways")
 	assert.EqualValues(t, sent+3, client.Stats().Transport.FramesQueued, "the unencodable requests queued no frame")
+}
+
+// A reply larger than the connection's maximum frame is not sent; the caller
+// gets ErrBadRequest saying so, and the connection keeps serving.
+func TestOversizeReplyIsAnsweredWithAnError(t *testing.T) {
+	in := &goInbound{handler: func(req *actor.Request) {
+		if req.MethodID == 11 {
+			req.Reply.Reply(req, wrapperspb.Bytes(make([]byte, 1024)), nil)
+			return
+		}
+		increment(req)
+	}}
+	defer in.wg.Wait()
+	l, err := transport.Listen("127.0.0.1:0", transport.Options{MaxFrameSize: 256}, func(c *transport.Conn) transport.Handler {
+		ep := NewEndpoint(EndpointOptions{}, in, nil, nil, quiet)
+		ep.Attach(c)
+		return ep
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	client := NewEndpoint(EndpointOptions{}, nil, nil, nil, quiet)
+	conn, err := transport.Dial(context.Background(), l.Addr().String(), transport.Options{}, client)
+	require.NoError(t, err)
+	client.Attach(conn)
+	t.Cleanup(func() { _ = conn.Close(); <-conn.Done() })
+
+	call := testCall(time.Second, false)
+	call.Method = &proxy.MethodDesc{Service: "test.S", Name: "Big", ID: 11}
+	err = client.Call(context.Background(), call, wrapperspb.Int64(1), &wrapperspb.BytesValue{})
+	require.ErrorIs(t, err, proxy.ErrBadRequest)
+	assert.Contains(t, err.Error(), "exceeds the maximum frame size")
+
+	out := &wrapperspb.Int64Value{}
+	require.NoError(t, client.Call(context.Background(), testCall(time.Second, false), wrapperspb.Int64(1), out))
+	assert.EqualValues(t, 2, out.Value)
 }

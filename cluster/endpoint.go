@@ -339,37 +339,40 @@ func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
 		e.cancels.Done(req.CallID)
 	}
 	o := outPool.Get().(*outFrame)
-	o.env = wire.Envelope{Kind: wire.KindReply, CallID: req.CallID}
-	var serr error
-	if err == nil && reply != nil {
-		serr = o.prepare(reply)
-	}
-	if err != nil {
-		o.env.Status = wire.Status(proxy.CodeOf(err))
-		o.env.Error = err.Error()
-	}
+	defer putOut(o)
 	conn := e.conn.Load()
+	serr := o.setReply(req.CallID, reply, err)
 	if serr == nil {
 		serr = conn.Send(o)
 	}
-	if serr != nil && !isTransportError(serr) {
-		o.reset()
-		o.env = wire.Envelope{Kind: wire.KindReply, CallID: req.CallID}
-		o.env.Status = wire.Status(proxy.CodeBadRequest)
-		o.env.Error = fmt.Errorf("%w: encode reply: %w", proxy.ErrBadRequest, serr).Error()
+	switch {
+	case serr == nil:
+	case errors.Is(serr, transport.ErrFrameTooLarge):
+		_ = o.setReply(req.CallID, nil, fmt.Errorf("%w: reply exceeds the maximum frame size", proxy.ErrBadRequest))
 		serr = conn.Send(o)
-	}
-	if errors.Is(serr, transport.ErrFrameTooLarge) {
-		o.reset()
-		o.env = wire.Envelope{Kind: wire.KindReply, CallID: req.CallID}
-		o.env.Status = wire.Status(proxy.CodeBadRequest)
-		o.env.Error = "reply exceeds the maximum frame size"
+	case !isTransportError(serr):
+		_ = o.setReply(req.CallID, nil, fmt.Errorf("%w: encode reply: %w", proxy.ErrBadRequest, serr))
 		serr = conn.Send(o)
 	}
 	if serr != nil {
 		e.log.Debug("reply not sent", slog.Uint64("call", req.CallID), slog.Any("err", serr))
 	}
-	putOut(o)
+}
+
+// setReply makes o the reply to call id: err's code and text when err is
+// set, otherwise the reply message. It returns the message's encoding error.
+func (o *outFrame) setReply(id uint64, reply proto.Message, err error) error {
+	o.reset()
+	o.env = wire.Envelope{Kind: wire.KindReply, CallID: id}
+	if err != nil {
+		o.env.Status = wire.Status(proxy.CodeOf(err))
+		o.env.Error = err.Error()
+		return nil
+	}
+	if reply == nil {
+		return nil
+	}
+	return o.prepare(reply)
 }
 
 // HandleClose implements transport.Handler: calls waiting on this

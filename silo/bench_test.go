@@ -58,30 +58,13 @@ func reportBatching(b *testing.B, s *silo.Silo, c *silo.Client) {
 func runWorkers(b *testing.B, workers int, call func(worker int) error) {
 	b.Helper()
 	b.ReportAllocs()
-	var wg sync.WaitGroup
-	per := b.N / workers
-	extra := b.N % workers
 	b.ResetTimer()
-	start := time.Now()
-	for w := range workers {
-		n := per
-		if w < extra {
-			n++
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range n {
-				if err := call(w); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	elapsed, err := timeWorkers(workers, b.N, call)
 	b.StopTimer()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
 }
 
 // BenchmarkGrainCall measures a client-to-silo round trip through a
@@ -158,9 +141,8 @@ func BenchmarkEcho(b *testing.B) {
 	}
 }
 
-// timeWorkers runs n calls spread over workers goroutines and returns how
-// long they took. It does no reporting: BenchmarkGrainToEchoRatio times
-// many slices of its own.
+// timeWorkers runs n calls spread over workers goroutines (worker w calls
+// call(w)) and returns how long they took and the first error.
 func timeWorkers(workers, n int, call func(worker int) error) (time.Duration, error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
