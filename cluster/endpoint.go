@@ -184,12 +184,10 @@ func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Mess
 	}
 	p.out.reset()
 	if err != nil {
-		if e.calls.take(id) != nil {
-			putPending(p)
-		} else {
+		if e.calls.take(id) == nil {
 			<-p.done // completed concurrently (connection closed); reclaim it
-			putPending(p)
 		}
+		putPending(p)
 		if !isTransportError(err) {
 			return fmt.Errorf("%w: encode request: %w", proxy.ErrBadRequest, err)
 		}
@@ -232,9 +230,7 @@ func sendError(call proxy.Call, err error) error {
 // finish turns a completed pending call into the caller's result.
 func finish(p *pending, out proto.Message) error {
 	err := p.err
-	switch {
-	case err != nil:
-	default:
+	if err == nil {
 		if uerr := proxy.UnmarshalFresh(p.payload, out); uerr != nil {
 			err = fmt.Errorf("%w: decode reply: %w", proxy.ErrBadRequest, uerr)
 		}
@@ -348,9 +344,11 @@ func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
 	switch {
 	case serr == nil:
 	case errors.Is(serr, transport.ErrFrameTooLarge):
+		o.reset()
 		_ = o.setReply(req.CallID, nil, fmt.Errorf("%w: reply exceeds the maximum frame size", proxy.ErrBadRequest))
 		serr = conn.Send(o)
 	case !isTransportError(serr):
+		o.reset()
 		_ = o.setReply(req.CallID, nil, fmt.Errorf("%w: encode reply: %w", proxy.ErrBadRequest, serr))
 		serr = conn.Send(o)
 	}
@@ -359,10 +357,10 @@ func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
 	}
 }
 
-// setReply makes o the reply to call id: err's code and text when err is
-// set, otherwise the reply message. It returns the message's encoding error.
+// setReply makes o, which must be empty, the reply to call id: err's code
+// and text when err is set, otherwise the reply message. It returns the
+// message's encoding error.
 func (o *outFrame) setReply(id uint64, reply proto.Message, err error) error {
-	o.reset()
 	o.env = wire.Envelope{Kind: wire.KindReply, CallID: id}
 	if err != nil {
 		o.env.Status = wire.Status(proxy.CodeOf(err))

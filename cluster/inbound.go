@@ -52,7 +52,6 @@ type inboundRunner struct {
 	mu struct {
 		sync.Mutex
 		queue     []*actor.Request
-		head      int
 		claimed   []func() // turns of idle activations, to run in order
 		next      int      // first of claimed not yet run
 		started   bool     // the runner goroutine exists
@@ -126,8 +125,8 @@ func (r *inboundRunner) loop() {
 func (r *inboundRunner) drain() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.mu.head < len(r.mu.queue) {
-		q := r.mu.queue[r.mu.head:]
+	for len(r.mu.queue) > 0 {
+		q := r.mu.queue
 		for i := 0; i < len(q); {
 			j := i + 1
 			for j < len(q) && q[j].Target == q[i].Target {
@@ -139,7 +138,7 @@ func (r *inboundRunner) drain() {
 			clear(q[i:j])
 			i = j
 		}
-		r.mu.queue, r.mu.head = r.mu.queue[:0], 0
+		r.mu.queue = r.mu.queue[:0]
 		for r.mu.next < len(r.mu.claimed) {
 			run := r.mu.claimed[r.mu.next]
 			r.mu.claimed[r.mu.next] = nil
@@ -184,11 +183,7 @@ func (r *inboundRunner) check() {
 			}()
 		}
 		r.mu.claimed, r.mu.next = r.mu.claimed[:0], 0
-		for i := r.mu.head; i < len(r.mu.queue); i++ {
-			r.inbound.Deliver(r.mu.queue[i])
-			r.mu.queue[i] = nil
-		}
-		r.mu.queue, r.mu.head = r.mu.queue[:0], 0
+		r.deliverQueued()
 	}
 	r.mu.checked, r.mu.wasInTurn = r.mu.turns, r.mu.inTurn
 	if r.mu.running {
@@ -222,11 +217,17 @@ func (r *inboundRunner) close() {
 	// Whatever the runner left when it stopped goes the ordinary way: close
 	// runs on the reader goroutine, which must not run turns.
 	r.mu.Lock()
-	for i := r.mu.head; i < len(r.mu.queue); i++ {
-		r.inbound.Deliver(r.mu.queue[i])
-		r.mu.queue[i] = nil
-	}
-	r.mu.queue, r.mu.head = nil, 0
+	r.deliverQueued()
 	r.mu.Unlock()
 	r.helpers.Wait()
+}
+
+// deliverQueued hands every queued request to its activation the ordinary
+// way, in order. r.mu must be held.
+func (r *inboundRunner) deliverQueued() {
+	for i, req := range r.mu.queue {
+		r.inbound.Deliver(req)
+		r.mu.queue[i] = nil
+	}
+	r.mu.queue = r.mu.queue[:0]
 }

@@ -420,12 +420,9 @@ func (f *Flusher) writeQueued(ctx context.Context, r *Record) {
 	r.mu.Unlock()
 
 	writeCtx, cancel := context.WithTimeout(ctx, f.opts.WriteTimeout)
-	f.stats.attempted.Add(1)
-	newETag, err := f.store.Write(writeCtx, r.key, data, etag)
+	err := r.write(writeCtx, done, data, etag)
 	cancel()
-	r.endWrite(done, newETag, err)
 	if err != nil {
-		r.setDirty()
 		f.fail(r, "write", err)
 	}
 	f.countWrite(err)

@@ -39,11 +39,10 @@ type Record struct {
 		// hasData: data is a snapshot waiting for the writer.
 		hasData bool
 		data    []byte
-		// writing: a Store call for this record is in flight; done is
+		// done is set while a Store call for this record is in flight, and
 		// closed when it ends. There is at most one.
-		writing bool
-		done    chan struct{}
-		closed  bool
+		done   chan struct{}
+		closed bool
 		// failedFinal: a snapshot or write failed during Stop's final
 		// flush, which tries each record once.
 		failedFinal bool
@@ -198,18 +197,17 @@ func (r *Record) acquire(ctx context.Context) (chan struct{}, error) {
 		}
 		superseded := r.mu.hasData
 		r.mu.data, r.mu.hasData = nil, false
-		if !r.mu.writing {
-			done := r.beginWriteLocked()
-			r.mu.Unlock()
-			if superseded {
-				r.setDirty()
-			}
-			return done, nil
-		}
 		wait := r.mu.done
+		var done chan struct{}
+		if wait == nil {
+			done = r.beginWriteLocked()
+		}
 		r.mu.Unlock()
 		if superseded {
 			r.setDirty()
+		}
+		if done != nil {
+			return done, nil
 		}
 		select {
 		case <-wait:
@@ -229,30 +227,37 @@ func (r *Record) flushAcquired(ctx context.Context, done chan struct{}) error {
 		r.setDirty()
 		return fmt.Errorf("persistence: snapshot %s: %w", r.key, err)
 	}
-	f := r.flusher
-	f.stats.attempted.Add(1)
-	newETag, err := f.store.Write(ctx, r.key, data, r.ETag())
-	r.endWrite(done, newETag, err)
-	if err != nil {
-		r.setDirty()
-	}
-	f.countWrite(err)
+	err = r.write(ctx, done, data, r.ETag())
+	r.flusher.countWrite(err)
 	if err != nil {
 		return fmt.Errorf("persistence: write %s: %w", r.key, err)
 	}
 	return nil
 }
 
+// write stores data while holding the write slot done, which it releases,
+// and records the outcome; a failed write leaves the record dirty. The
+// caller counts it (Flusher.countWrite) once it has done its own
+// bookkeeping.
+func (r *Record) write(ctx context.Context, done chan struct{}, data []byte, etag string) error {
+	r.flusher.stats.attempted.Add(1)
+	newETag, err := r.flusher.store.Write(ctx, r.key, data, etag)
+	r.endWrite(done, newETag, err)
+	if err != nil {
+		r.setDirty()
+	}
+	return err
+}
+
 func (r *Record) beginWriteLocked() chan struct{} {
-	done := make(chan struct{})
-	r.mu.writing, r.mu.done = true, done
-	return done
+	r.mu.done = make(chan struct{})
+	return r.mu.done
 }
 
 // release gives back the write slot after writing nothing.
 func (r *Record) release(done chan struct{}) {
 	r.mu.Lock()
-	r.mu.writing, r.mu.done = false, nil
+	r.mu.done = nil
 	r.mu.Unlock()
 	close(done)
 }
@@ -261,7 +266,7 @@ func (r *Record) release(done chan struct{}) {
 // call: a new ETag ("" after a delete) on success, the conflict on one.
 func (r *Record) endWrite(done chan struct{}, newETag string, err error) {
 	r.mu.Lock()
-	r.mu.writing, r.mu.done = false, nil
+	r.mu.done = nil
 	var conflict *ConflictError
 	switch {
 	case err == nil:

@@ -22,7 +22,7 @@ const (
 	DefaultGatewayAddress  = "127.0.0.1:30000"
 	DefaultResponseTimeout = proxy.DefaultResponseTimeout
 	DefaultFlushPeriod     = persistence.DefaultPeriod
-	DefaultMaxFrameSize    = 4 << 20
+	DefaultMaxFrameSize    = transport.DefaultMaxFrameSize
 )
 
 // Options are a silo's data settings. The zero value, after EnsureDefaults,
@@ -137,9 +137,7 @@ func (c *fieldChecks) frameSize(name string, n int) {
 func (c *fieldChecks) err() error { return errors.Join(c.errs...) }
 
 func (o *Options) transport() transport.Options {
-	t := transport.Options{MaxFrameSize: o.MaxFrameSize}
-	t.EnsureDefaults()
-	return t
+	return transport.Options{MaxFrameSize: o.MaxFrameSize} // Listen fills in the other defaults
 }
 
 // Option injects behaviour into a Silo.

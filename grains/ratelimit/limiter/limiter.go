@@ -11,14 +11,10 @@ import (
 // Timer is a scheduled callback that can be stopped; *time.Timer is one.
 type Timer = clock.Timer
 
-// Clock tells the time and schedules callbacks for a [Limiter]. A fake
-// clock in tests makes replenishment deterministic.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// AfterFunc calls f, in its own goroutine, once d has elapsed.
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// Clock tells the time (Now) and schedules callbacks (AfterFunc, each in
+// its own goroutine) for a [Limiter]. A fake clock in tests makes
+// replenishment deterministic.
+type Clock = clock.Clock
 
 // Core is the method set shared by the four algorithms, which is all a
 // [Limiter] needs to drive one.
