@@ -74,12 +74,11 @@ type Client struct {
 	opts ClientOptions
 	deps deps
 
-	// live is the current connection, read without a lock on every call;
-	// mu serialises dialling and closing.
+	// live is the current connection, read without a lock on every call
+	// and written only under mu, which serialises dialling and closing.
 	live atomic.Pointer[cluster.Endpoint]
 	mu   struct {
 		sync.Mutex
-		ep     *cluster.Endpoint
 		closed bool
 	}
 }
@@ -115,24 +114,16 @@ func (c *Client) Connect(ctx context.Context) error {
 
 // endpoint returns the live connection, dialling when there is none.
 func (c *Client) endpoint(ctx context.Context) (*cluster.Endpoint, error) {
-	if ep := c.live.Load(); ep != nil {
-		select {
-		case <-ep.Conn().Done():
-		default:
-			return ep, nil
-		}
+	if ep := c.open(); ep != nil {
+		return ep, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.closed {
 		return nil, ErrClientClosed
 	}
-	if ep := c.mu.ep; ep != nil {
-		select {
-		case <-ep.Conn().Done():
-		default:
-			return ep, nil
-		}
+	if ep := c.open(); ep != nil { // another call dialled meanwhile
+		return ep, nil
 	}
 	ep := cluster.NewEndpoint(cluster.EndpointOptions{SweepInterval: c.opts.TimeoutResolution}, nil, nil, c.deps.clock, c.deps.log)
 	dialCtx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
@@ -142,9 +133,22 @@ func (c *Client) endpoint(ctx context.Context) (*cluster.Endpoint, error) {
 		return nil, fmt.Errorf("%w: dial gateway %s: %w", proxy.ErrUnavailable, c.opts.Gateway, err)
 	}
 	ep.Attach(conn)
-	c.mu.ep = ep
 	c.live.Store(ep)
 	return ep, nil
+}
+
+// open returns the live connection unless there is none or it has ended.
+func (c *Client) open() *cluster.Endpoint {
+	ep := c.live.Load()
+	if ep == nil {
+		return nil
+	}
+	select {
+	case <-ep.Conn().Done():
+		return nil
+	default:
+		return ep
+	}
 }
 
 // Call implements proxy.Caller. When the connection turns out to be closed
@@ -174,9 +178,7 @@ func (c *Client) OutgoingFilters() []proxy.OutgoingFilter { return c.deps.outgoi
 
 // Stats returns the counters of the current connection.
 func (c *Client) Stats() cluster.EndpointStats {
-	c.mu.Lock()
-	ep := c.mu.ep
-	c.mu.Unlock()
+	ep := c.live.Load()
 	if ep == nil {
 		return cluster.EndpointStats{}
 	}
@@ -187,10 +189,8 @@ func (c *Client) Stats() cluster.EndpointStats {
 // proxy.ErrUnavailable. Safe to call twice.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	ep := c.mu.ep
+	ep := c.live.Swap(nil)
 	c.mu.closed = true
-	c.mu.ep = nil
-	c.live.Store(nil)
 	c.mu.Unlock()
 	if ep == nil {
 		return nil

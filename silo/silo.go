@@ -8,6 +8,7 @@ import (
 	"net"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/actor"
@@ -34,11 +35,14 @@ type Silo struct {
 	flusher *persistence.Flusher
 	caller  *hostedCaller
 
+	// host is set once, by Start; every local call reads it, so it is
+	// atomic rather than under mu.
+	host atomic.Pointer[actor.Host]
+
 	mu struct {
 		sync.Mutex
 		kinds     []*actor.Kind
 		types     []string
-		host      *actor.Host
 		listener  *transport.Listener
 		endpoints map[*cluster.Endpoint]struct{}
 		started   bool
@@ -172,7 +176,7 @@ func (s *Silo) Start(ctx context.Context) error {
 		s.mu.listener = l
 		s.log.Info("gateway listening", slog.String("addr", l.Addr().String()))
 	}
-	s.mu.host = host
+	s.host.Store(host)
 	s.mu.started = true
 	return nil
 }
@@ -219,9 +223,7 @@ func CallerOf(gc *actor.Context) proxy.Caller {
 // Deliver hands a request to the silo's activations. It fails requests with
 // actor.ErrStopping while the silo is not running.
 func (s *Silo) Deliver(req *actor.Request) {
-	s.mu.Lock()
-	host := s.mu.host
-	s.mu.Unlock()
+	host := s.host.Load()
 	if host == nil {
 		req.Reply.Reply(req, nil, actor.ErrStopping)
 		return
@@ -230,11 +232,7 @@ func (s *Silo) Deliver(req *actor.Request) {
 }
 
 // Host returns the activation host, or nil before Start.
-func (s *Silo) Host() *actor.Host {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.host
-}
+func (s *Silo) Host() *actor.Host { return s.host.Load() }
 
 // Stop stops the silo gracefully: requests already queued are served, then
 // every activation deactivates and flushes its state, the gateway closes its
@@ -250,7 +248,7 @@ func (s *Silo) Stop(ctx context.Context) error {
 	}
 	first := !s.mu.stopped
 	s.mu.stopped = true
-	host := s.mu.host
+	host := s.host.Load()
 	s.mu.Unlock()
 
 	// Host.Stop is a no-op once it has finished, so a later Stop redoes
@@ -322,8 +320,8 @@ type Stats struct {
 
 // Stats returns the silo's counters.
 func (s *Silo) Stats() Stats {
+	host := s.host.Load()
 	s.mu.Lock()
-	host := s.mu.host
 	eps := make([]*cluster.Endpoint, 0, len(s.mu.endpoints))
 	for ep := range s.mu.endpoints {
 		eps = append(eps, ep)
