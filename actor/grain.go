@@ -3,6 +3,7 @@ package actor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,11 +15,15 @@ import (
 var (
 	ErrUnknownGrainType = errors.New("actor: unknown grain type")
 	ErrUnknownMethod    = errors.New("actor: unknown method")
-	ErrStopping         = errors.New("actor: host is stopping")
-	ErrDeactivated      = errors.New("actor: activation deactivated before replying")
-	ErrActivation       = errors.New("actor: activation failed")
-	ErrPanic            = errors.New("actor: grain method panicked")
-	ErrNotInTurn        = errors.New("actor: not inside a request turn")
+	// ErrUnavailable is wrapped by the errors that mean the grain could not
+	// be reached here and now (ErrStopping, ErrDeactivated): a caller may
+	// try again later. proxy.ErrUnavailable is the same error.
+	ErrUnavailable = errors.New("actor: grain unavailable")
+	ErrStopping    = fmt.Errorf("%w: actor: host is stopping", ErrUnavailable)
+	ErrDeactivated = fmt.Errorf("%w: actor: activation deactivated before replying", ErrUnavailable)
+	ErrActivation  = errors.New("actor: activation failed")
+	ErrPanic       = errors.New("actor: grain method panicked")
+	ErrNotInTurn   = errors.New("actor: not inside a request turn")
 )
 
 // Activator is implemented by grains that run code when they activate. It

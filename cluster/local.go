@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -93,11 +92,6 @@ func (l *LocalCaller) Reply(req *actor.Request, reply proto.Message, err error) 
 	}
 	if err == nil && reply != nil {
 		p.payload, err = proxy.AppendMessage(nil, reply)
-	}
-	if errors.Is(err, actor.ErrStopping) || errors.Is(err, actor.ErrDeactivated) {
-		// A remote caller sees these as proxy.ErrUnavailable (see
-		// proxy.CodeOf); so must a local one, keeping the cause.
-		err = fmt.Errorf("%w: %w", proxy.ErrUnavailable, err)
 	}
 	p.err = err
 	p.done <- struct{}{}

@@ -16,7 +16,7 @@ var (
 	ErrUnknownMethod     = actor.ErrUnknownMethod
 	ErrBadRequest        = errors.New("proxy: bad request")
 	ErrPanic             = actor.ErrPanic
-	ErrUnavailable       = errors.New("proxy: silo unavailable")
+	ErrUnavailable       = actor.ErrUnavailable
 	ErrOverloaded        = errors.New("proxy: silo overloaded")
 	ErrTimeout           = errors.New("proxy: response timeout")
 	ErrBudgetExpired     = errors.New("proxy: call budget expired")
@@ -85,9 +85,6 @@ func CodeOf(err error) Code {
 	var re *RemoteError
 	if errors.As(err, &re) {
 		return re.Code
-	}
-	if errors.Is(err, actor.ErrStopping) || errors.Is(err, actor.ErrDeactivated) {
-		return CodeUnavailable
 	}
 	for c, sentinel := range codeErrors {
 		if sentinel != nil && errors.Is(err, sentinel) {
