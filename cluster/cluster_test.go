@@ -250,3 +250,28 @@ func TestConnectionLossFailsCallsAndCancelsInboundWork(t *testing.T) {
 	}
 	assert.Zero(t, client.Stats().Pending)
 }
+
+// Closing the local caller fails its waiting calls and cancels the contexts
+// of the cancellable ones the grains are still running.
+func TestLocalCallerCloseCancelsRunningCalls(t *testing.T) {
+	started := make(chan *actor.Request, 1)
+	in := &goInbound{handler: func(req *actor.Request) { started <- req }}
+	defer in.wg.Wait()
+	l := NewLocalCaller(in, func() time.Duration { return time.Minute }, nil, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- l.Call(ctx, testCall(time.Minute, true), wrapperspb.Int64(0), &wrapperspb.Int64Value{}) }()
+	req := <-started
+	require.NotNil(t, req.Ctx)
+	require.NoError(t, req.Ctx.Err())
+
+	l.Close()
+	require.ErrorIs(t, <-errc, proxy.ErrUnavailable)
+	select {
+	case <-req.Ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the grain's context outlived the caller")
+	}
+	req.Reply.Reply(req, nil, nil) // a late reply is dropped
+}

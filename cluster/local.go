@@ -20,6 +20,7 @@ type LocalCaller struct {
 	inbound Inbound
 	timeout func() time.Duration
 	calls   callTable
+	cancels *proxy.CancelRegistry // contexts of cancellable calls, as on a connection
 }
 
 var (
@@ -37,7 +38,7 @@ func NewLocalCaller(inbound Inbound, timeout func() time.Duration, c clock.Clock
 	if sweep <= 0 {
 		sweep = DefaultSweepInterval
 	}
-	l := &LocalCaller{inbound: inbound, timeout: timeout}
+	l := &LocalCaller{inbound: inbound, timeout: timeout, cancels: proxy.NewCancelRegistry(c.Now)}
 	l.calls.init(c, sweep)
 	return l
 }
@@ -66,8 +67,12 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 		<-p.done
 		return finish(p, out)
 	}
-	callCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	callCtx, err := l.cancels.Register(id)
+	if err != nil { // call ids are never reused, so this cannot happen
+		l.calls.take(id)
+		putPending(p)
+		return err
+	}
 	req.Ctx = callCtx
 	l.inbound.Deliver(req)
 	select {
@@ -75,7 +80,7 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 	case <-ctx.Done():
 		if l.calls.take(id) != nil {
 			putPending(p)
-			cancel()
+			l.cancels.Cancel(id)
 			return ctx.Err()
 		}
 		<-p.done
@@ -86,6 +91,9 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 // Reply implements actor.Replier. The reply is encoded inside the grain's
 // turn, so the caller never shares a message with the grain.
 func (l *LocalCaller) Reply(req *actor.Request, reply proto.Message, err error) {
+	if req.Ctx != nil {
+		l.cancels.Done(req.CallID)
+	}
 	p := l.calls.take(req.CallID)
 	if p == nil {
 		return
@@ -100,5 +108,9 @@ func (l *LocalCaller) Reply(req *actor.Request, reply proto.Message, err error) 
 // Pending reports how many calls wait for replies.
 func (l *LocalCaller) Pending() int { return l.calls.len() }
 
-// Close fails waiting calls and refuses new ones.
-func (l *LocalCaller) Close() { l.calls.close(proxy.ErrUnavailable) }
+// Close fails waiting calls, refuses new ones and cancels the contexts of
+// cancellable calls still running.
+func (l *LocalCaller) Close() {
+	l.calls.close(proxy.ErrUnavailable)
+	l.cancels.CancelAll() // nobody waits for the calls' replies any more
+}
