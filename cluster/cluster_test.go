@@ -261,7 +261,9 @@ func TestLocalCallerCloseCancelsRunningCalls(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- l.Call(ctx, testCall(time.Minute, true), wrapperspb.Int64(0), &wrapperspb.Int64Value{}) }()
+	go func() {
+		errc <- l.Call(ctx, testCall(time.Minute, true), wrapperspb.Int64(0), &wrapperspb.Int64Value{})
+	}()
 	req := <-started
 	require.NotNil(t, req.Ctx)
 	require.NoError(t, req.Ctx.Err())
