@@ -23,7 +23,8 @@
 // weak field, no field named like the methods, and no message field that
 // can reach required fields or extensions; other messages are left to
 // proto. Message fields of other Go packages, or of types without a codec,
-// are encoded and decoded through proto.
+// are encoded and decoded through proto. The codecs call small helpers in
+// package proxy/wirecodec for the parts every message shares.
 //
 // Contracts import "granary/options.proto" without a path flag: Generate
 // serves it from package granarypb when no import path supplies it. The

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/compiler/protogen"
@@ -26,13 +27,14 @@ import (
 const wireFileSuffix = "_wire.pb.go"
 
 // Import paths of the packages generated codecs use, besides protoPackage.
+// wirecodec holds the blocks every codec would otherwise repeat.
 const (
 	binaryPackage    = protogen.GoImportPath("encoding/binary")
-	fmtPackage       = protogen.GoImportPath("fmt")
 	mathPackage      = protogen.GoImportPath("math")
 	slicesPackage    = protogen.GoImportPath("slices")
 	utf8Package      = protogen.GoImportPath("unicode/utf8")
 	protowirePackage = protogen.GoImportPath("google.golang.org/protobuf/encoding/protowire")
+	wirecodecPackage = protogen.GoImportPath("github.com/granary-go/granary/proxy/wirecodec")
 )
 
 // Names of the generated codec methods. The exported pair is what
@@ -254,16 +256,11 @@ func (w *wireWriter) message(m *protogen.Message) {
 	g.P("return ", w.depthError(m))
 	g.P("}")
 	g.P("for len(b) > 0 {")
-	g.P("var tag uint64")
-	g.P("if b[0] < 0x80 {")
-	g.P("tag, b = uint64(b[0]), b[1:]")
-	g.P("} else {")
-	g.P("var n int")
-	g.P("if tag, n = ", w.id(protowirePackage, "ConsumeVarint"), "(b); n < 0 {")
+	g.P("tag, n := ", w.id(wirecodecPackage, "ConsumeVarint"), "(b)")
+	g.P("if n < 0 {")
 	g.P("goto invalid")
 	g.P("}")
 	g.P("b = b[n:]")
-	g.P("}")
 	g.P("switch tag {")
 	for _, field := range m.Fields {
 		w.decodeField(m, field)
@@ -271,33 +268,28 @@ func (w *wireWriter) message(m *protogen.Message) {
 	g.P("default:")
 	g.P("// Anything else, a known field number with another wire type")
 	g.P("// included, is kept as an unknown field, as protobuf does.")
-	g.P("if tag>>3 == 0 || tag>>3 > uint64(", w.id(protowirePackage, "MaxValidNumber"), ") {")
+	g.P("if m.unknownFields, n = ", w.id(wirecodecPackage, "ConsumeUnknown"), "(m.unknownFields, tag, b); n < 0 {")
 	g.P("goto invalid")
 	g.P("}")
-	g.P("num, typ := ", w.id(protowirePackage, "Number"), "(tag>>3), ", w.id(protowirePackage, "Type"), "(tag&7)")
-	g.P("n := ", w.id(protowirePackage, "ConsumeFieldValue"), "(num, typ, b)")
-	g.P("if n < 0 {")
-	g.P("goto invalid")
-	g.P("}")
-	g.P("// protobuf re-encodes the tag, so a padded one comes out minimal.")
-	g.P("m.unknownFields = append(", w.id(protowirePackage, "AppendTag"), "(m.unknownFields, num, typ), b[:n]...)")
 	g.P("b = b[n:]")
 	g.P("}")
 	g.P("}")
 	g.P("return nil")
 	g.P("invalid:")
-	g.P("return ", w.protoError("%s: cannot parse invalid wire-format data", m.Desc.FullName()))
+	g.P("return ", w.id(wirecodecPackage, "InvalidError"), "(", strconv.Quote(string(m.Desc.FullName())), ")")
 	g.P("}")
 }
 
-// protoError returns an expression making an error that matches
-// proto.Error, as protobuf's own codec errors do.
-func (w *wireWriter) protoError(format string, args ...any) string {
-	return fmt.Sprintf("%s(%q, %s)", w.id(fmtPackage, "Errorf"), "%w: "+fmt.Sprintf(format, args...), w.id(protoPackage, "Error"))
+// depthError returns an expression making the error for input to m that
+// nests too deep.
+func (w *wireWriter) depthError(m *protogen.Message) string {
+	return w.id(wirecodecPackage, "DepthError") + "(" + strconv.Quote(string(m.Desc.FullName())) + ")"
 }
 
-func (w *wireWriter) depthError(m *protogen.Message) string {
-	return w.protoError("%s: exceeded maximum recursion depth", m.Desc.FullName())
+// utf8Error returns an expression making the error for a string field
+// holding invalid UTF-8.
+func (w *wireWriter) utf8Error(field *protogen.Field) string {
+	return w.id(wirecodecPackage, "UTF8Error") + "(" + strconv.Quote(string(field.Desc.FullName())) + ")"
 }
 
 // tagBytes renders the encoded tag of field with wire type typ as a list
@@ -450,13 +442,7 @@ func (w *wireWriter) encodeScalar(field *protogen.Field, value string, omitZero 
 		g.P("x := ", s.enc(value))
 	}
 	if s.typ == protowire.VarintType {
-		// Most varints in small messages take one byte; appending it with
-		// the tag saves protowire.AppendVarint's call and switch.
-		g.P("if x < 0x80 {")
-		g.P("b = append(b, ", tag, ", byte(x))")
-		g.P("} else {")
-		g.P("b = ", w.id(protowirePackage, "AppendVarint"), "(append(b, ", tag, "), x)")
-		g.P("}")
+		g.P("b = ", w.id(wirecodecPackage, "AppendVarint"), "(append(b, ", tag, "), x)")
 	} else {
 		g.P("b = ", w.fixedAppend(s.typ), "(append(b, ", tag, "), x)")
 	}
@@ -484,11 +470,7 @@ func (w *wireWriter) encodePacked(field *protogen.Field, value string) {
 		g.P("b = append(b, ", tag, ", 0)")
 		g.P("start := len(b)")
 		g.P("for _, e := range ", value, " {")
-		g.P("if x := ", s.enc("e"), "; x < 0x80 {")
-		g.P("b = append(b, byte(x))")
-		g.P("} else {")
-		g.P("b = ", w.id(protowirePackage, "AppendVarint"), "(b, x)")
-		g.P("}")
+		g.P("b = ", w.id(wirecodecPackage, "AppendVarint"), "(b, ", s.enc("e"), ")")
 		g.P("}")
 		w.finishLength()
 	default:
@@ -505,16 +487,11 @@ func (w *wireWriter) encodeBytes(field *protogen.Field, value string) {
 	g := w.g
 	if field.Desc.Kind() == protoreflect.StringKind {
 		g.P("if !", w.id(utf8Package, "ValidString"), "(", value, ") {")
-		g.P("return b, ", w.protoError("field %s contains invalid UTF-8", field.Desc.FullName()))
+		g.P("return b, ", w.utf8Error(field))
 		g.P("}")
 	}
 	tag := tagBytes(field, protowire.BytesType)
-	g.P("if len(", value, ") < 0x80 {")
-	g.P("b = append(b, ", tag, ", byte(len(", value, ")))")
-	g.P("} else {")
-	g.P("b = ", w.id(protowirePackage, "AppendVarint"), "(append(b, ", tag, "), uint64(len(", value, ")))")
-	g.P("}")
-	g.P("b = append(b, ", value, "...)")
+	g.P("b = append(", w.id(wirecodecPackage, "AppendVarint"), "(append(b, ", tag, "), uint64(len(", value, "))), ", value, "...)")
 }
 
 // encodeMessage writes one tagged message value, which may be nil.
@@ -567,7 +544,7 @@ func (w *wireWriter) decodeField(m *protogen.Message, field *protogen.Field) {
 		var decoded string
 		if fd.Kind() == protoreflect.StringKind {
 			g.P("if !", w.id(utf8Package, "Valid"), "(v) {")
-			g.P("return ", w.protoError("field %s contains invalid UTF-8", fd.FullName()))
+			g.P("return ", w.utf8Error(field))
 			g.P("}")
 			decoded = "string(v)"
 		} else if fd.IsList() {
@@ -618,16 +595,11 @@ func (w *wireWriter) readScalar(s scalar, src string) string {
 		g.P(src, " = ", src, "[", size, ":]")
 		return "x"
 	}
-	g.P("var x uint64")
-	g.P("if len(", src, ") > 0 && ", src, "[0] < 0x80 {")
-	g.P("x, ", src, " = uint64(", src, "[0]), ", src, "[1:]")
-	g.P("} else {")
-	g.P("var n int")
-	g.P("if x, n = ", w.id(protowirePackage, "ConsumeVarint"), "(", src, "); n < 0 {")
+	g.P("x, n := ", w.id(wirecodecPackage, "ConsumeVarint"), "(", src, ")")
+	g.P("if n < 0 {")
 	g.P("goto invalid")
 	g.P("}")
 	g.P(src, " = ", src, "[n:]")
-	g.P("}")
 	return "x"
 }
 

@@ -4,9 +4,8 @@
 package counter
 
 import (
-	fmt "fmt"
+	wirecodec "github.com/granary-go/granary/proxy/wirecodec"
 	protowire "google.golang.org/protobuf/encoding/protowire"
-	proto "google.golang.org/protobuf/proto"
 	utf8 "unicode/utf8"
 )
 
@@ -18,11 +17,7 @@ func (m *AddRequest) AppendGranaryWire(b []byte) ([]byte, error) {
 	}
 	// delta = 1
 	if x := uint64(m.Delta); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x08, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x08), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -37,51 +32,34 @@ func (m *AddRequest) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *AddRequest) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.examples.counter.AddRequest: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.examples.counter.AddRequest")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // delta
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
 				goto invalid
 			}
 			b = b[n:]
-		}
-		switch tag {
-		case 0x8: // delta
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
-			}
 			m.Delta = int64(x)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.examples.counter.AddRequest: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.examples.counter.AddRequest")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -92,19 +70,11 @@ func (m *AddReply) AppendGranaryWire(b []byte) ([]byte, error) {
 	}
 	// value = 1
 	if x := uint64(m.Value); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x08, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x08), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
 	}
 	// budget_nanos = 2
 	if x := uint64(m.BudgetNanos); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x10, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x10), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -119,63 +89,41 @@ func (m *AddReply) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *AddReply) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.examples.counter.AddReply: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.examples.counter.AddReply")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // value
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
 				goto invalid
 			}
 			b = b[n:]
-		}
-		switch tag {
-		case 0x8: // value
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
-			}
 			m.Value = int64(x)
 		case 0x10: // budget_nanos
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.BudgetNanos = int64(x)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.examples.counter.AddReply: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.examples.counter.AddReply")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -197,39 +145,27 @@ func (m *GetRequest) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *GetRequest) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.examples.counter.GetRequest: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.examples.counter.GetRequest")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
-				goto invalid
-			}
-			b = b[n:]
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
 		}
+		b = b[n:]
 		switch tag {
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.examples.counter.GetRequest: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.examples.counter.GetRequest")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -240,19 +176,11 @@ func (m *GetReply) AppendGranaryWire(b []byte) ([]byte, error) {
 	}
 	// value = 1
 	if x := uint64(m.Value); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x08, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x08), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
 	}
 	// budget_nanos = 2
 	if x := uint64(m.BudgetNanos); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x10, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x10), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -267,63 +195,41 @@ func (m *GetReply) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *GetReply) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.examples.counter.GetReply: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.examples.counter.GetReply")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // value
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
 				goto invalid
 			}
 			b = b[n:]
-		}
-		switch tag {
-		case 0x8: // value
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
-			}
 			m.Value = int64(x)
 		case 0x10: // budget_nanos
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.BudgetNanos = int64(x)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.examples.counter.GetReply: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.examples.counter.GetReply")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -335,14 +241,9 @@ func (m *BlockRequest) AppendGranaryWire(b []byte) ([]byte, error) {
 	// tag = 1
 	if len(m.Tag) > 0 {
 		if !utf8.ValidString(m.Tag) {
-			return b, fmt.Errorf("%w: field granary.examples.counter.BlockRequest.tag contains invalid UTF-8", proto.Error)
+			return b, wirecodec.UTF8Error("granary.examples.counter.BlockRequest.tag")
 		}
-		if len(m.Tag) < 0x80 {
-			b = append(b, 0x0a, byte(len(m.Tag)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x0a), uint64(len(m.Tag)))
-		}
-		b = append(b, m.Tag...)
+		b = append(wirecodec.AppendVarint(append(b, 0x0a), uint64(len(m.Tag))), m.Tag...)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -357,19 +258,14 @@ func (m *BlockRequest) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *BlockRequest) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.examples.counter.BlockRequest: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.examples.counter.BlockRequest")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
-				goto invalid
-			}
-			b = b[n:]
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
 		}
+		b = b[n:]
 		switch tag {
 		case 0xa: // tag
 			var v []byte
@@ -383,28 +279,21 @@ func (m *BlockRequest) mergeGranaryWire(b []byte, depth int) error {
 				b = b[n:]
 			}
 			if !utf8.Valid(v) {
-				return fmt.Errorf("%w: field granary.examples.counter.BlockRequest.tag contains invalid UTF-8", proto.Error)
+				return wirecodec.UTF8Error("granary.examples.counter.BlockRequest.tag")
 			}
 			m.Tag = string(v)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.examples.counter.BlockRequest: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.examples.counter.BlockRequest")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -430,51 +319,34 @@ func (m *BlockReply) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *BlockReply) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.examples.counter.BlockReply: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.examples.counter.BlockReply")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // cancelled
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
 				goto invalid
 			}
 			b = b[n:]
-		}
-		switch tag {
-		case 0x8: // cancelled
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
-			}
 			m.Cancelled = x != 0
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.examples.counter.BlockReply: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.examples.counter.BlockReply")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -496,39 +368,27 @@ func (m *PanicRequest) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *PanicRequest) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.examples.counter.PanicRequest: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.examples.counter.PanicRequest")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
-				goto invalid
-			}
-			b = b[n:]
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
 		}
+		b = b[n:]
 		switch tag {
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.examples.counter.PanicRequest: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.examples.counter.PanicRequest")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -550,39 +410,27 @@ func (m *PanicReply) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *PanicReply) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.examples.counter.PanicReply: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.examples.counter.PanicReply")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
-				goto invalid
-			}
-			b = b[n:]
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
 		}
+		b = b[n:]
 		switch tag {
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.examples.counter.PanicReply: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.examples.counter.PanicReply")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -604,39 +452,27 @@ func (m *NeverRequest) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *NeverRequest) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.examples.counter.NeverRequest: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.examples.counter.NeverRequest")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
-				goto invalid
-			}
-			b = b[n:]
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
 		}
+		b = b[n:]
 		switch tag {
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.examples.counter.NeverRequest: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.examples.counter.NeverRequest")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -658,37 +494,25 @@ func (m *NeverReply) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *NeverReply) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.examples.counter.NeverReply: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.examples.counter.NeverReply")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
-				goto invalid
-			}
-			b = b[n:]
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
 		}
+		b = b[n:]
 		switch tag {
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.examples.counter.NeverReply: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.examples.counter.NeverReply")
 }

@@ -5,7 +5,7 @@ package wiretest
 
 import (
 	binary "encoding/binary"
-	fmt "fmt"
+	wirecodec "github.com/granary-go/granary/proxy/wirecodec"
 	protowire "google.golang.org/protobuf/encoding/protowire"
 	proto "google.golang.org/protobuf/proto"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -22,51 +22,27 @@ func (m *Scalars) AppendGranaryWire(b []byte) ([]byte, error) {
 	}
 	// i32 = 1
 	if x := uint64(m.I32); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x08, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x08), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
 	}
 	// i64 = 2
 	if x := uint64(m.I64); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x10, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x10), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
 	}
 	// u32 = 3
 	if x := uint64(m.U32); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x18, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x18), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x18), x)
 	}
 	// u64 = 4
 	if x := m.U64; x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x20, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x20), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x20), x)
 	}
 	// s32 = 5
 	if x := protowire.EncodeZigZag(int64(m.S32)); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x28, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x28), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x28), x)
 	}
 	// s64 = 6
 	if x := protowire.EncodeZigZag(m.S64); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x30, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x30), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x30), x)
 	}
 	// f32 = 7
 	if x := m.F32; x != 0 {
@@ -98,43 +74,25 @@ func (m *Scalars) AppendGranaryWire(b []byte) ([]byte, error) {
 	}
 	// color = 14
 	if x := uint64(m.Color); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x70, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x70), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x70), x)
 	}
 	// str = 15
 	if len(m.Str) > 0 {
 		if !utf8.ValidString(m.Str) {
-			return b, fmt.Errorf("%w: field granary.wiretest.Scalars.str contains invalid UTF-8", proto.Error)
+			return b, wirecodec.UTF8Error("granary.wiretest.Scalars.str")
 		}
-		if len(m.Str) < 0x80 {
-			b = append(b, 0x7a, byte(len(m.Str)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x7a), uint64(len(m.Str)))
-		}
-		b = append(b, m.Str...)
+		b = append(wirecodec.AppendVarint(append(b, 0x7a), uint64(len(m.Str))), m.Str...)
 	}
 	// byt = 16
 	if len(m.Byt) > 0 {
-		if len(m.Byt) < 0x80 {
-			b = append(b, 0x82, 0x01, byte(len(m.Byt)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x82, 0x01), uint64(len(m.Byt)))
-		}
-		b = append(b, m.Byt...)
+		b = append(wirecodec.AppendVarint(append(b, 0x82, 0x01), uint64(len(m.Byt))), m.Byt...)
 	}
 	// r_i32 = 17
 	if len(m.RI32) > 0 {
 		b = append(b, 0x8a, 0x01, 0)
 		start := len(b)
 		for _, e := range m.RI32 {
-			if x := uint64(e); x < 0x80 {
-				b = append(b, byte(x))
-			} else {
-				b = protowire.AppendVarint(b, x)
-			}
+			b = wirecodec.AppendVarint(b, uint64(e))
 		}
 		if n := len(b) - start; n < 0x80 {
 			b[start-1] = byte(n)
@@ -150,11 +108,7 @@ func (m *Scalars) AppendGranaryWire(b []byte) ([]byte, error) {
 		b = append(b, 0x92, 0x01, 0)
 		start := len(b)
 		for _, e := range m.RI64 {
-			if x := uint64(e); x < 0x80 {
-				b = append(b, byte(x))
-			} else {
-				b = protowire.AppendVarint(b, x)
-			}
+			b = wirecodec.AppendVarint(b, uint64(e))
 		}
 		if n := len(b) - start; n < 0x80 {
 			b[start-1] = byte(n)
@@ -170,11 +124,7 @@ func (m *Scalars) AppendGranaryWire(b []byte) ([]byte, error) {
 		b = append(b, 0x9a, 0x01, 0)
 		start := len(b)
 		for _, e := range m.RU32 {
-			if x := uint64(e); x < 0x80 {
-				b = append(b, byte(x))
-			} else {
-				b = protowire.AppendVarint(b, x)
-			}
+			b = wirecodec.AppendVarint(b, uint64(e))
 		}
 		if n := len(b) - start; n < 0x80 {
 			b[start-1] = byte(n)
@@ -190,11 +140,7 @@ func (m *Scalars) AppendGranaryWire(b []byte) ([]byte, error) {
 		b = append(b, 0xa2, 0x01, 0)
 		start := len(b)
 		for _, e := range m.RU64 {
-			if x := e; x < 0x80 {
-				b = append(b, byte(x))
-			} else {
-				b = protowire.AppendVarint(b, x)
-			}
+			b = wirecodec.AppendVarint(b, e)
 		}
 		if n := len(b) - start; n < 0x80 {
 			b[start-1] = byte(n)
@@ -210,11 +156,7 @@ func (m *Scalars) AppendGranaryWire(b []byte) ([]byte, error) {
 		b = append(b, 0xaa, 0x01, 0)
 		start := len(b)
 		for _, e := range m.RS32 {
-			if x := protowire.EncodeZigZag(int64(e)); x < 0x80 {
-				b = append(b, byte(x))
-			} else {
-				b = protowire.AppendVarint(b, x)
-			}
+			b = wirecodec.AppendVarint(b, protowire.EncodeZigZag(int64(e)))
 		}
 		if n := len(b) - start; n < 0x80 {
 			b[start-1] = byte(n)
@@ -230,11 +172,7 @@ func (m *Scalars) AppendGranaryWire(b []byte) ([]byte, error) {
 		b = append(b, 0xb2, 0x01, 0)
 		start := len(b)
 		for _, e := range m.RS64 {
-			if x := protowire.EncodeZigZag(e); x < 0x80 {
-				b = append(b, byte(x))
-			} else {
-				b = protowire.AppendVarint(b, x)
-			}
+			b = wirecodec.AppendVarint(b, protowire.EncodeZigZag(e))
 		}
 		if n := len(b) - start; n < 0x80 {
 			b[start-1] = byte(n)
@@ -303,11 +241,7 @@ func (m *Scalars) AppendGranaryWire(b []byte) ([]byte, error) {
 		b = append(b, 0xf2, 0x01, 0)
 		start := len(b)
 		for _, e := range m.RColor {
-			if x := uint64(e); x < 0x80 {
-				b = append(b, byte(x))
-			} else {
-				b = protowire.AppendVarint(b, x)
-			}
+			b = wirecodec.AppendVarint(b, uint64(e))
 		}
 		if n := len(b) - start; n < 0x80 {
 			b[start-1] = byte(n)
@@ -321,44 +255,26 @@ func (m *Scalars) AppendGranaryWire(b []byte) ([]byte, error) {
 	// r_str = 31
 	for _, e := range m.RStr {
 		if !utf8.ValidString(e) {
-			return b, fmt.Errorf("%w: field granary.wiretest.Scalars.r_str contains invalid UTF-8", proto.Error)
+			return b, wirecodec.UTF8Error("granary.wiretest.Scalars.r_str")
 		}
-		if len(e) < 0x80 {
-			b = append(b, 0xfa, 0x01, byte(len(e)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0xfa, 0x01), uint64(len(e)))
-		}
-		b = append(b, e...)
+		b = append(wirecodec.AppendVarint(append(b, 0xfa, 0x01), uint64(len(e))), e...)
 	}
 	// r_byt = 32
 	for _, e := range m.RByt {
-		if len(e) < 0x80 {
-			b = append(b, 0x82, 0x02, byte(len(e)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x82, 0x02), uint64(len(e)))
-		}
-		b = append(b, e...)
+		b = append(wirecodec.AppendVarint(append(b, 0x82, 0x02), uint64(len(e))), e...)
 	}
 	// unpacked_i64 = 40
 	for _, e := range m.UnpackedI64 {
 		{
 			x := uint64(e)
-			if x < 0x80 {
-				b = append(b, 0xc0, 0x02, byte(x))
-			} else {
-				b = protowire.AppendVarint(append(b, 0xc0, 0x02), x)
-			}
+			b = wirecodec.AppendVarint(append(b, 0xc0, 0x02), x)
 		}
 	}
 	// unpacked_s32 = 41
 	for _, e := range m.UnpackedS32 {
 		{
 			x := protowire.EncodeZigZag(int64(e))
-			if x < 0x80 {
-				b = append(b, 0xc8, 0x02, byte(x))
-			} else {
-				b = protowire.AppendVarint(append(b, 0xc8, 0x02), x)
-			}
+			b = wirecodec.AppendVarint(append(b, 0xc8, 0x02), x)
 		}
 	}
 	// unpacked_f32 = 42
@@ -387,40 +303,23 @@ func (m *Scalars) AppendGranaryWire(b []byte) ([]byte, error) {
 	for _, e := range m.UnpackedColor {
 		{
 			x := uint64(e)
-			if x < 0x80 {
-				b = append(b, 0xe8, 0x02, byte(x))
-			} else {
-				b = protowire.AppendVarint(append(b, 0xe8, 0x02), x)
-			}
+			b = wirecodec.AppendVarint(append(b, 0xe8, 0x02), x)
 		}
 	}
 	// wide = 2047
 	if x := uint64(m.Wide); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0xf8, 0x7f, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0xf8, 0x7f), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0xf8, 0x7f), x)
 	}
 	// wider = 262143
 	if len(m.Wider) > 0 {
 		if !utf8.ValidString(m.Wider) {
-			return b, fmt.Errorf("%w: field granary.wiretest.Scalars.wider contains invalid UTF-8", proto.Error)
+			return b, wirecodec.UTF8Error("granary.wiretest.Scalars.wider")
 		}
-		if len(m.Wider) < 0x80 {
-			b = append(b, 0xfa, 0xff, 0x7f, byte(len(m.Wider)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0xfa, 0xff, 0x7f), uint64(len(m.Wider)))
-		}
-		b = append(b, m.Wider...)
+		b = append(wirecodec.AppendVarint(append(b, 0xfa, 0xff, 0x7f), uint64(len(m.Wider))), m.Wider...)
 	}
 	// widest = 536870911
 	if x := protowire.EncodeZigZag(m.Widest); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0xf8, 0xff, 0xff, 0xff, 0x0f, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0xf8, 0xff, 0xff, 0xff, 0x0f), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0xf8, 0xff, 0xff, 0xff, 0x0f), x)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -435,91 +334,56 @@ func (m *Scalars) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.wiretest.Scalars: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.wiretest.Scalars")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // i32
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
 				goto invalid
 			}
 			b = b[n:]
-		}
-		switch tag {
-		case 0x8: // i32
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
-			}
 			m.I32 = int32(x)
 		case 0x10: // i64
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.I64 = int64(x)
 		case 0x18: // u32
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.U32 = uint32(x)
 		case 0x20: // u64
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.U64 = x
 		case 0x28: // s32
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.S32 = int32(protowire.DecodeZigZag(x & math.MaxUint32))
 		case 0x30: // s64
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.S64 = protowire.DecodeZigZag(x)
 		case 0x3d: // f32
 			if len(b) < 4 {
@@ -564,28 +428,18 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			b = b[8:]
 			m.Db = math.Float64frombits(x)
 		case 0x68: // bo
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.Bo = x != 0
 		case 0x70: // color
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.Color = Color(x)
 		case 0x7a: // str
 			var v []byte
@@ -599,7 +453,7 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 				b = b[n:]
 			}
 			if !utf8.Valid(v) {
-				return fmt.Errorf("%w: field granary.wiretest.Scalars.str contains invalid UTF-8", proto.Error)
+				return wirecodec.UTF8Error("granary.wiretest.Scalars.str")
 			}
 			m.Str = string(v)
 		case 0x82: // byt
@@ -615,16 +469,11 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.Byt = append([]byte(nil), v...)
 		case 0x88: // r_i32
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.RI32 = append(m.RI32, int32(x))
 		case 0x8a: // r_i32, packed
 			var v []byte
@@ -645,29 +494,19 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.RI32 = slices.Grow(m.RI32, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.RI32 = append(m.RI32, int32(x))
 			}
 		case 0x90: // r_i64
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.RI64 = append(m.RI64, int64(x))
 		case 0x92: // r_i64, packed
 			var v []byte
@@ -688,29 +527,19 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.RI64 = slices.Grow(m.RI64, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.RI64 = append(m.RI64, int64(x))
 			}
 		case 0x98: // r_u32
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.RU32 = append(m.RU32, uint32(x))
 		case 0x9a: // r_u32, packed
 			var v []byte
@@ -731,29 +560,19 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.RU32 = slices.Grow(m.RU32, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.RU32 = append(m.RU32, uint32(x))
 			}
 		case 0xa0: // r_u64
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.RU64 = append(m.RU64, x)
 		case 0xa2: // r_u64, packed
 			var v []byte
@@ -774,29 +593,19 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.RU64 = slices.Grow(m.RU64, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.RU64 = append(m.RU64, x)
 			}
 		case 0xa8: // r_s32
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.RS32 = append(m.RS32, int32(protowire.DecodeZigZag(x&math.MaxUint32)))
 		case 0xaa: // r_s32, packed
 			var v []byte
@@ -817,29 +626,19 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.RS32 = slices.Grow(m.RS32, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.RS32 = append(m.RS32, int32(protowire.DecodeZigZag(x&math.MaxUint32)))
 			}
 		case 0xb0: // r_s64
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.RS64 = append(m.RS64, protowire.DecodeZigZag(x))
 		case 0xb2: // r_s64, packed
 			var v []byte
@@ -860,16 +659,11 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.RS64 = slices.Grow(m.RS64, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.RS64 = append(m.RS64, protowire.DecodeZigZag(x))
 			}
 		case 0xbd: // r_f32
@@ -1053,16 +847,11 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 				m.RDb = append(m.RDb, math.Float64frombits(x))
 			}
 		case 0xe8: // r_bo
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.RBo = append(m.RBo, x != 0)
 		case 0xea: // r_bo, packed
 			var v []byte
@@ -1083,29 +872,19 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.RBo = slices.Grow(m.RBo, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.RBo = append(m.RBo, x != 0)
 			}
 		case 0xf0: // r_color
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.RColor = append(m.RColor, Color(x))
 		case 0xf2: // r_color, packed
 			var v []byte
@@ -1126,16 +905,11 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.RColor = slices.Grow(m.RColor, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.RColor = append(m.RColor, Color(x))
 			}
 		case 0xfa: // r_str
@@ -1150,7 +924,7 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 				b = b[n:]
 			}
 			if !utf8.Valid(v) {
-				return fmt.Errorf("%w: field granary.wiretest.Scalars.r_str contains invalid UTF-8", proto.Error)
+				return wirecodec.UTF8Error("granary.wiretest.Scalars.r_str")
 			}
 			m.RStr = append(m.RStr, string(v))
 		case 0x102: // r_byt
@@ -1166,16 +940,11 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.RByt = append(m.RByt, append([]byte{}, v...))
 		case 0x140: // unpacked_i64
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.UnpackedI64 = append(m.UnpackedI64, int64(x))
 		case 0x142: // unpacked_i64, packed
 			var v []byte
@@ -1196,29 +965,19 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.UnpackedI64 = slices.Grow(m.UnpackedI64, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.UnpackedI64 = append(m.UnpackedI64, int64(x))
 			}
 		case 0x148: // unpacked_s32
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.UnpackedS32 = append(m.UnpackedS32, int32(protowire.DecodeZigZag(x&math.MaxUint32)))
 		case 0x14a: // unpacked_s32, packed
 			var v []byte
@@ -1239,16 +998,11 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.UnpackedS32 = slices.Grow(m.UnpackedS32, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.UnpackedS32 = append(m.UnpackedS32, int32(protowire.DecodeZigZag(x&math.MaxUint32)))
 			}
 		case 0x155: // unpacked_f32
@@ -1312,16 +1066,11 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 				m.UnpackedDb = append(m.UnpackedDb, math.Float64frombits(x))
 			}
 		case 0x160: // unpacked_bo
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.UnpackedBo = append(m.UnpackedBo, x != 0)
 		case 0x162: // unpacked_bo, packed
 			var v []byte
@@ -1342,29 +1091,19 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.UnpackedBo = slices.Grow(m.UnpackedBo, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.UnpackedBo = append(m.UnpackedBo, x != 0)
 			}
 		case 0x168: // unpacked_color
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.UnpackedColor = append(m.UnpackedColor, Color(x))
 		case 0x16a: // unpacked_color, packed
 			var v []byte
@@ -1385,29 +1124,19 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.UnpackedColor = slices.Grow(m.UnpackedColor, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.UnpackedColor = append(m.UnpackedColor, Color(x))
 			}
 		case 0x3ff8: // wide
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.Wide = int64(x)
 		case 0x1ffffa: // wider
 			var v []byte
@@ -1421,40 +1150,28 @@ func (m *Scalars) mergeGranaryWire(b []byte, depth int) error {
 				b = b[n:]
 			}
 			if !utf8.Valid(v) {
-				return fmt.Errorf("%w: field granary.wiretest.Scalars.wider contains invalid UTF-8", proto.Error)
+				return wirecodec.UTF8Error("granary.wiretest.Scalars.wider")
 			}
 			m.Wider = string(v)
 		case 0xfffffff8: // widest
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.Widest = protowire.DecodeZigZag(x)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.wiretest.Scalars: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.wiretest.Scalars")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -1517,14 +1234,9 @@ func (m *Nested) AppendGranaryWire(b []byte) ([]byte, error) {
 	// label = 4
 	if len(m.Label) > 0 {
 		if !utf8.ValidString(m.Label) {
-			return b, fmt.Errorf("%w: field granary.wiretest.Nested.label contains invalid UTF-8", proto.Error)
+			return b, wirecodec.UTF8Error("granary.wiretest.Nested.label")
 		}
-		if len(m.Label) < 0x80 {
-			b = append(b, 0x22, byte(len(m.Label)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x22), uint64(len(m.Label)))
-		}
-		b = append(b, m.Label...)
+		b = append(wirecodec.AppendVarint(append(b, 0x22), uint64(len(m.Label))), m.Label...)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -1539,19 +1251,14 @@ func (m *Nested) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *Nested) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.wiretest.Nested: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.wiretest.Nested")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
-				goto invalid
-			}
-			b = b[n:]
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
 		}
+		b = b[n:]
 		switch tag {
 		case 0xa: // scalars
 			var v []byte
@@ -1615,28 +1322,21 @@ func (m *Nested) mergeGranaryWire(b []byte, depth int) error {
 				b = b[n:]
 			}
 			if !utf8.Valid(v) {
-				return fmt.Errorf("%w: field granary.wiretest.Nested.label contains invalid UTF-8", proto.Error)
+				return wirecodec.UTF8Error("granary.wiretest.Nested.label")
 			}
 			m.Label = string(v)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.wiretest.Nested: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.wiretest.Nested")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -1648,14 +1348,9 @@ func (m *Nested_Inner) AppendGranaryWire(b []byte) ([]byte, error) {
 	// name = 1
 	if len(m.Name) > 0 {
 		if !utf8.ValidString(m.Name) {
-			return b, fmt.Errorf("%w: field granary.wiretest.Nested.Inner.name contains invalid UTF-8", proto.Error)
+			return b, wirecodec.UTF8Error("granary.wiretest.Nested.Inner.name")
 		}
-		if len(m.Name) < 0x80 {
-			b = append(b, 0x0a, byte(len(m.Name)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x0a), uint64(len(m.Name)))
-		}
-		b = append(b, m.Name...)
+		b = append(wirecodec.AppendVarint(append(b, 0x0a), uint64(len(m.Name))), m.Name...)
 	}
 	// children = 2
 	for _, e := range m.Children {
@@ -1676,11 +1371,7 @@ func (m *Nested_Inner) AppendGranaryWire(b []byte) ([]byte, error) {
 	}
 	// color = 3
 	if x := uint64(m.Color); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x18, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x18), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x18), x)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -1695,19 +1386,14 @@ func (m *Nested_Inner) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *Nested_Inner) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.wiretest.Nested.Inner: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.wiretest.Nested.Inner")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
-				goto invalid
-			}
-			b = b[n:]
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
 		}
+		b = b[n:]
 		switch tag {
 		case 0xa: // name
 			var v []byte
@@ -1721,7 +1407,7 @@ func (m *Nested_Inner) mergeGranaryWire(b []byte, depth int) error {
 				b = b[n:]
 			}
 			if !utf8.Valid(v) {
-				return fmt.Errorf("%w: field granary.wiretest.Nested.Inner.name contains invalid UTF-8", proto.Error)
+				return wirecodec.UTF8Error("granary.wiretest.Nested.Inner.name")
 			}
 			m.Name = string(v)
 		case 0x12: // children
@@ -1741,36 +1427,24 @@ func (m *Nested_Inner) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.Children = append(m.Children, e)
 		case 0x18: // color
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.Color = Color(x)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.wiretest.Nested.Inner: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.wiretest.Nested.Inner")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -1781,11 +1455,7 @@ func (m *Tree) AppendGranaryWire(b []byte) ([]byte, error) {
 	}
 	// value = 1
 	if x := protowire.EncodeZigZag(m.Value); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x08, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x08), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
 	}
 	// left = 2
 	if m.Left != nil {
@@ -1902,31 +1572,21 @@ func (m *Tree) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *Tree) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.wiretest.Tree: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.wiretest.Tree")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // value
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
 				goto invalid
 			}
 			b = b[n:]
-		}
-		switch tag {
-		case 0x8: // value
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
-			}
 			m.Value = protowire.DecodeZigZag(x)
 		case 0x12: // left
 			var v []byte
@@ -1976,7 +1636,7 @@ func (m *Tree) mergeGranaryWire(b []byte, depth int) error {
 				m.At = new(timestamppb.Timestamp)
 			}
 			if depth == 0 {
-				return fmt.Errorf("%w: granary.wiretest.Tree: exceeded maximum recursion depth", proto.Error)
+				return wirecodec.DepthError("granary.wiretest.Tree")
 			}
 			if err := (proto.UnmarshalOptions{Merge: true, RecursionLimit: depth}).Unmarshal(v, m.At); err != nil {
 				return err
@@ -1994,7 +1654,7 @@ func (m *Tree) mergeGranaryWire(b []byte, depth int) error {
 			}
 			e := new(timestamppb.Timestamp)
 			if depth == 0 {
-				return fmt.Errorf("%w: granary.wiretest.Tree: exceeded maximum recursion depth", proto.Error)
+				return wirecodec.DepthError("granary.wiretest.Tree")
 			}
 			if err := (proto.UnmarshalOptions{Merge: true, RecursionLimit: depth}).Unmarshal(v, e); err != nil {
 				return err
@@ -2015,7 +1675,7 @@ func (m *Tree) mergeGranaryWire(b []byte, depth int) error {
 				m.Odd = new(WithOneof)
 			}
 			if depth == 0 {
-				return fmt.Errorf("%w: granary.wiretest.Tree: exceeded maximum recursion depth", proto.Error)
+				return wirecodec.DepthError("granary.wiretest.Tree")
 			}
 			if err := (proto.UnmarshalOptions{Merge: true, RecursionLimit: depth}).Unmarshal(v, m.Odd); err != nil {
 				return err
@@ -2033,7 +1693,7 @@ func (m *Tree) mergeGranaryWire(b []byte, depth int) error {
 			}
 			e := new(WithMap)
 			if depth == 0 {
-				return fmt.Errorf("%w: granary.wiretest.Tree: exceeded maximum recursion depth", proto.Error)
+				return wirecodec.DepthError("granary.wiretest.Tree")
 			}
 			if err := (proto.UnmarshalOptions{Merge: true, RecursionLimit: depth}).Unmarshal(v, e); err != nil {
 				return err
@@ -2042,22 +1702,15 @@ func (m *Tree) mergeGranaryWire(b []byte, depth int) error {
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.wiretest.Tree: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.wiretest.Tree")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -2068,19 +1721,11 @@ func (m *Small) AppendGranaryWire(b []byte) ([]byte, error) {
 	}
 	// a = 1
 	if x := uint64(m.A); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x08, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x08), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
 	}
 	// b = 2
 	if x := uint64(m.B); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x10, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x10), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -2095,63 +1740,41 @@ func (m *Small) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *Small) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.wiretest.Small: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.wiretest.Small")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // a
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
 				goto invalid
 			}
 			b = b[n:]
-		}
-		switch tag {
-		case 0x8: // a
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
-			}
 			m.A = int64(x)
 		case 0x10: // b
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.B = int64(x)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.wiretest.Small: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.wiretest.Small")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
@@ -2163,33 +1786,20 @@ func (m *Medium) AppendGranaryWire(b []byte) ([]byte, error) {
 	// key = 1
 	if len(m.Key) > 0 {
 		if !utf8.ValidString(m.Key) {
-			return b, fmt.Errorf("%w: field granary.wiretest.Medium.key contains invalid UTF-8", proto.Error)
+			return b, wirecodec.UTF8Error("granary.wiretest.Medium.key")
 		}
-		if len(m.Key) < 0x80 {
-			b = append(b, 0x0a, byte(len(m.Key)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x0a), uint64(len(m.Key)))
-		}
-		b = append(b, m.Key...)
+		b = append(wirecodec.AppendVarint(append(b, 0x0a), uint64(len(m.Key))), m.Key...)
 	}
 	// version = 2
 	if x := uint64(m.Version); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x10, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x10), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
 	}
 	// ids = 3
 	if len(m.Ids) > 0 {
 		b = append(b, 0x1a, 0)
 		start := len(b)
 		for _, e := range m.Ids {
-			if x := uint64(e); x < 0x80 {
-				b = append(b, byte(x))
-			} else {
-				b = protowire.AppendVarint(b, x)
-			}
+			b = wirecodec.AppendVarint(b, uint64(e))
 		}
 		if n := len(b) - start; n < 0x80 {
 			b[start-1] = byte(n)
@@ -2219,20 +1829,11 @@ func (m *Medium) AppendGranaryWire(b []byte) ([]byte, error) {
 	}
 	// payload = 5
 	if len(m.Payload) > 0 {
-		if len(m.Payload) < 0x80 {
-			b = append(b, 0x2a, byte(len(m.Payload)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x2a), uint64(len(m.Payload)))
-		}
-		b = append(b, m.Payload...)
+		b = append(wirecodec.AppendVarint(append(b, 0x2a), uint64(len(m.Payload))), m.Payload...)
 	}
 	// color = 6
 	if x := uint64(m.Color); x != 0 {
-		if x < 0x80 {
-			b = append(b, 0x30, byte(x))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x30), x)
-		}
+		b = wirecodec.AppendVarint(append(b, 0x30), x)
 	}
 	// score = 7
 	if x := math.Float64bits(m.Score); x != 0 {
@@ -2241,14 +1842,9 @@ func (m *Medium) AppendGranaryWire(b []byte) ([]byte, error) {
 	// tags = 8
 	for _, e := range m.Tags {
 		if !utf8.ValidString(e) {
-			return b, fmt.Errorf("%w: field granary.wiretest.Medium.tags contains invalid UTF-8", proto.Error)
+			return b, wirecodec.UTF8Error("granary.wiretest.Medium.tags")
 		}
-		if len(e) < 0x80 {
-			b = append(b, 0x42, byte(len(e)))
-		} else {
-			b = protowire.AppendVarint(append(b, 0x42), uint64(len(e)))
-		}
-		b = append(b, e...)
+		b = append(wirecodec.AppendVarint(append(b, 0x42), uint64(len(e))), e...)
 	}
 	// done = 9
 	if m.Done {
@@ -2267,19 +1863,14 @@ func (m *Medium) MergeGranaryWire(b []byte) error {
 // this one included, that may still nest before the recursion limit.
 func (m *Medium) mergeGranaryWire(b []byte, depth int) error {
 	if depth--; depth < 0 {
-		return fmt.Errorf("%w: granary.wiretest.Medium: exceeded maximum recursion depth", proto.Error)
+		return wirecodec.DepthError("granary.wiretest.Medium")
 	}
 	for len(b) > 0 {
-		var tag uint64
-		if b[0] < 0x80 {
-			tag, b = uint64(b[0]), b[1:]
-		} else {
-			var n int
-			if tag, n = protowire.ConsumeVarint(b); n < 0 {
-				goto invalid
-			}
-			b = b[n:]
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
 		}
+		b = b[n:]
 		switch tag {
 		case 0xa: // key
 			var v []byte
@@ -2293,32 +1884,22 @@ func (m *Medium) mergeGranaryWire(b []byte, depth int) error {
 				b = b[n:]
 			}
 			if !utf8.Valid(v) {
-				return fmt.Errorf("%w: field granary.wiretest.Medium.key contains invalid UTF-8", proto.Error)
+				return wirecodec.UTF8Error("granary.wiretest.Medium.key")
 			}
 			m.Key = string(v)
 		case 0x10: // version
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.Version = int64(x)
 		case 0x18: // ids
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.Ids = append(m.Ids, int64(x))
 		case 0x1a: // ids, packed
 			var v []byte
@@ -2339,16 +1920,11 @@ func (m *Medium) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.Ids = slices.Grow(m.Ids, count)
 			for len(v) > 0 {
-				var x uint64
-				if len(v) > 0 && v[0] < 0x80 {
-					x, v = uint64(v[0]), v[1:]
-				} else {
-					var n int
-					if x, n = protowire.ConsumeVarint(v); n < 0 {
-						goto invalid
-					}
-					v = v[n:]
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
 				}
+				v = v[n:]
 				m.Ids = append(m.Ids, int64(x))
 			}
 		case 0x22: // small
@@ -2381,16 +1957,11 @@ func (m *Medium) mergeGranaryWire(b []byte, depth int) error {
 			}
 			m.Payload = append([]byte(nil), v...)
 		case 0x30: // color
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.Color = Color(x)
 		case 0x39: // score
 			if len(b) < 8 {
@@ -2411,38 +1982,26 @@ func (m *Medium) mergeGranaryWire(b []byte, depth int) error {
 				b = b[n:]
 			}
 			if !utf8.Valid(v) {
-				return fmt.Errorf("%w: field granary.wiretest.Medium.tags contains invalid UTF-8", proto.Error)
+				return wirecodec.UTF8Error("granary.wiretest.Medium.tags")
 			}
 			m.Tags = append(m.Tags, string(v))
 		case 0x48: // done
-			var x uint64
-			if len(b) > 0 && b[0] < 0x80 {
-				x, b = uint64(b[0]), b[1:]
-			} else {
-				var n int
-				if x, n = protowire.ConsumeVarint(b); n < 0 {
-					goto invalid
-				}
-				b = b[n:]
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
 			}
+			b = b[n:]
 			m.Done = x != 0
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
-			if tag>>3 == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
 				goto invalid
 			}
-			num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				goto invalid
-			}
-			// protobuf re-encodes the tag, so a padded one comes out minimal.
-			m.unknownFields = append(protowire.AppendTag(m.unknownFields, num, typ), b[:n]...)
 			b = b[n:]
 		}
 	}
 	return nil
 invalid:
-	return fmt.Errorf("%w: granary.wiretest.Medium: cannot parse invalid wire-format data", proto.Error)
+	return wirecodec.InvalidError("granary.wiretest.Medium")
 }
