@@ -116,8 +116,8 @@ func (s *ServiceDesc) Validate() error {
 // so a call looks nothing up.
 func NewRef(c Caller, grainType, key string) Ref {
 	r := Ref{caller: c, id: actor.GrainID{Type: grainType, Key: key}, timeout: c.ResponseTimeout()}
-	if f, ok := c.(outgoingFilterer); ok {
-		r.filters = f.OutgoingFilters()
+	if f, ok := c.(outgoingFilterer); ok && len(f.OutgoingFilters()) > 0 {
+		r.filtered = chainOutgoing(f.OutgoingFilters(), c.Call) // built once, not per call
 	}
 	return r
 }

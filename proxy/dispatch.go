@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -35,10 +36,15 @@ var freshUnmarshal = proto.UnmarshalOptions{Merge: true, RecursionLimit: protowi
 
 // Dispatcher runs a service's methods for the actor runtime: it decodes the
 // request, applies incoming filters when there are any, and calls the
-// grain.
+// grain. The filter chain is built once, on the first dispatch, so Filters
+// must not change afterwards; at its end the call runs the method that
+// IncomingCall.Method names.
 type Dispatcher struct {
 	Service *ServiceDesc
 	Filters []IncomingFilter
+
+	chainOnce sync.Once
+	chain     IncomingInvoker // Filters chained before the method, built on first use
 }
 
 var _ actor.Dispatcher = (*Dispatcher)(nil)
@@ -57,13 +63,19 @@ func (d *Dispatcher) Dispatch(ctx context.Context, grain any, methodID uint32, p
 		// The direct path: no call record, no chain.
 		return m.Invoke(ctx, grain, req)
 	}
-	call := &IncomingCall{Grain: grain, Method: m.Desc, Request: req}
-	next := func(ctx context.Context, c *IncomingCall) (proto.Message, error) {
-		return m.Invoke(ctx, c.Grain, c.Request)
-	}
-	for i := len(d.Filters) - 1; i >= 0; i-- {
-		f, n := d.Filters[i], next
-		next = func(ctx context.Context, c *IncomingCall) (proto.Message, error) { return f(ctx, c, n) }
-	}
-	return next(ctx, call)
+	d.chainOnce.Do(func() {
+		next := func(ctx context.Context, c *IncomingCall) (proto.Message, error) {
+			m := d.Service.Method(c.Method.ID)
+			if m == nil {
+				return nil, fmt.Errorf("%w: %s", ErrUnknownMethod, c.Method.FullName())
+			}
+			return m.Invoke(ctx, c.Grain, c.Request)
+		}
+		for i := len(d.Filters) - 1; i >= 0; i-- {
+			f, n := d.Filters[i], next
+			next = func(ctx context.Context, c *IncomingCall) (proto.Message, error) { return f(ctx, c, n) }
+		}
+		d.chain = next
+	})
+	return d.chain(ctx, &IncomingCall{Grain: grain, Method: m.Desc, Request: req})
 }

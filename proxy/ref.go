@@ -79,10 +79,10 @@ func WithPlacementHint(silo string) CallOption { return CallOption{hint: silo} }
 // Ref is the untyped grain reference that generated references wrap. It is
 // a small value: copying it is cheap and safe.
 type Ref struct {
-	caller  Caller
-	timeout time.Duration // the caller's response timeout, resolved once
-	id      actor.GrainID
-	filters []OutgoingFilter
+	caller   Caller
+	timeout  time.Duration // the caller's response timeout, resolved once
+	id       actor.GrainID
+	filtered Invoker // the caller's outgoing filters chained before its Call; nil when it has none
 }
 
 // GrainID returns the identity of the referenced grain.
@@ -116,11 +116,11 @@ func (r Ref) Invoke(ctx context.Context, m *MethodDesc, in, out proto.Message, o
 		}
 		call.Budget = budget
 	}
-	if len(r.filters) == 0 {
-		// The direct path: no chain is built when nobody filters.
+	if r.filtered == nil {
+		// The direct path when nobody filters.
 		return r.caller.Call(ctx, call, in, out)
 	}
-	return chainOutgoing(r.filters, r.caller.Call)(ctx, call, in, out)
+	return r.filtered(ctx, call, in, out)
 }
 
 // Budget computes the budget of a bounded call: 80% of timeout, or the time
