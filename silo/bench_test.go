@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,6 +170,15 @@ func timeWorkers(workers, n int, call func(worker int) error) (time.Duration, er
 	return elapsed, <-errs
 }
 
+// processCPU returns the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkGrainToEchoRatio measures grain calls and the bare echo in
 // alternating slices of a few thousand calls each, in one process, and
 // reports the ratio of their throughputs. The machines we measure on are
@@ -209,25 +219,36 @@ func BenchmarkGrainToEchoRatio(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			var grainTime, echoTime time.Duration
+			var grainTime, echoTime, grainCPU, echoCPU time.Duration
 			calls := 0
 			for calls < b.N {
 				n := min(slice, b.N-calls)
+				cpu0 := processCPU()
 				g, err := timeWorkers(workers, n, grain)
 				if err != nil {
 					b.Fatal(err)
 				}
+				cpu1 := processCPU()
 				e, err := timeWorkers(workers, n, bare)
 				if err != nil {
 					b.Fatal(err)
 				}
+				cpu2 := processCPU()
 				grainTime, echoTime = grainTime+g, echoTime+e
+				grainCPU, echoCPU = grainCPU+cpu1-cpu0, echoCPU+cpu2-cpu1
 				calls += n
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(calls)/grainTime.Seconds(), "grain-calls/s")
 			b.ReportMetric(float64(calls)/echoTime.Seconds(), "echo-calls/s")
 			b.ReportMetric(echoTime.Seconds()/grainTime.Seconds(), "ratio")
+			// CPU per call, both ends together: what a call costs whatever
+			// the machine's neighbours do to the wall clock.
+			if grainCPU > 0 && echoCPU > 0 {
+				b.ReportMetric(float64(grainCPU.Nanoseconds())/float64(calls), "grain-cpu-ns/call")
+				b.ReportMetric(float64(echoCPU.Nanoseconds())/float64(calls), "echo-cpu-ns/call")
+				b.ReportMetric(float64(echoCPU)/float64(grainCPU), "cpu-ratio")
+			}
 		})
 	}
 }
