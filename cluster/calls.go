@@ -18,6 +18,7 @@ const DefaultSweepInterval = 10 * time.Millisecond
 // the table completes it, exactly once.
 type pending struct {
 	done     chan struct{} // buffered(1): completion signal
+	id       uint64        // call id, while in a call table
 	deadline int64         // unix nanos after which the sweep fails the call
 	call     proxy.Call
 	out      outFrame // the request while it is being sent
@@ -35,18 +36,29 @@ func putPending(p *pending) {
 	pendingPool.Put(p)
 }
 
+// callSlots is the size of a call table's ring of slots: a power of two,
+// comfortably above the calls one connection keeps in flight.
+const callSlots = 256
+
 // callTable tracks the outgoing calls of one connection (or of the local
 // caller) and fails those whose response timeout passed. One coarse clock
 // per table does this: no timer per call. The clock is armed only while
 // calls are pending.
+//
+// Call ids count up, so a call lives in the ring slot its id selects; a
+// call whose slot is still held by an older one, which a slow call among
+// many fast ones causes, goes to an overflow map. Registering and taking a
+// call thus index an array instead of hashing into a map that churns.
 type callTable struct {
 	clock    clock.Clock
 	interval time.Duration
-	nextID   atomic.Uint64
 
 	mu struct {
 		sync.Mutex
-		calls     map[uint64]*pending
+		nextID    uint64
+		slots     [callSlots]*pending
+		overflow  map[uint64]*pending // calls whose slot was taken; nil until needed
+		n         int                 // calls pending, in slots and overflow
 		closed    error
 		sweeping  bool
 		lastSweep int64 // unix nanos of the last sweep, while sweeping
@@ -56,7 +68,6 @@ type callTable struct {
 
 func (t *callTable) init(c clock.Clock, interval time.Duration) {
 	t.clock, t.interval = c, interval
-	t.mu.calls = make(map[uint64]*pending)
 }
 
 // add registers p under a fresh call id.
@@ -66,7 +77,6 @@ func (t *callTable) init(c clock.Clock, interval time.Duration) {
 // the clock: under load no call reads the clock, and a deadline is never
 // earlier than the exact one, only up to one interval later.
 func (t *callTable) add(p *pending) (uint64, error) {
-	id := t.nextID.Add(1)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.closed != nil {
@@ -81,7 +91,18 @@ func (t *callTable) add(p *pending) (uint64, error) {
 		t.mu.sweeping = true
 		t.clock.AfterFunc(t.interval, t.sweep)
 	}
-	t.mu.calls[id] = p
+	t.mu.nextID++
+	id := t.mu.nextID
+	p.id = id
+	if s := &t.mu.slots[id%callSlots]; *s == nil {
+		*s = p
+	} else {
+		if t.mu.overflow == nil {
+			t.mu.overflow = make(map[uint64]*pending)
+		}
+		t.mu.overflow[id] = p
+	}
+	t.mu.n++
 	return id, nil
 }
 
@@ -89,26 +110,45 @@ func (t *callTable) add(p *pending) (uint64, error) {
 // already completed (answered, timed out or abandoned).
 func (t *callTable) take(id uint64) *pending {
 	t.mu.Lock()
-	p := t.mu.calls[id]
+	p := t.mu.slots[id%callSlots]
+	if p != nil && p.id == id {
+		t.mu.slots[id%callSlots] = nil
+	} else if p = t.mu.overflow[id]; p != nil {
+		delete(t.mu.overflow, id)
+	}
 	if p != nil {
-		delete(t.mu.calls, id)
+		t.mu.n--
 	}
 	t.mu.Unlock()
 	return p
 }
 
-func (t *callTable) sweep() {
-	now := t.clock.Now().UnixNano()
-	var expired []*pending
-	t.mu.Lock()
-	t.mu.lastSweep = now
-	for id, p := range t.mu.calls {
-		if now >= p.deadline {
-			delete(t.mu.calls, id)
-			expired = append(expired, p)
+// removeIf removes and returns the calls for which drop reports true.
+// t.mu must be held.
+func (t *callTable) removeIf(drop func(*pending) bool) []*pending {
+	var out []*pending
+	for i, p := range t.mu.slots {
+		if p != nil && drop(p) {
+			t.mu.slots[i] = nil
+			out = append(out, p)
 		}
 	}
-	if len(t.mu.calls) > 0 && t.mu.closed == nil {
+	for id, p := range t.mu.overflow {
+		if drop(p) {
+			delete(t.mu.overflow, id)
+			out = append(out, p)
+		}
+	}
+	t.mu.n -= len(out)
+	return out
+}
+
+func (t *callTable) sweep() {
+	now := t.clock.Now().UnixNano()
+	t.mu.Lock()
+	t.mu.lastSweep = now
+	expired := t.removeIf(func(p *pending) bool { return now >= p.deadline })
+	if t.mu.n > 0 && t.mu.closed == nil {
 		t.clock.AfterFunc(t.interval, t.sweep)
 	} else {
 		t.mu.sweeping = false
@@ -127,8 +167,7 @@ func (t *callTable) close(err error) {
 	if t.mu.closed == nil {
 		t.mu.closed = err
 	}
-	calls := t.mu.calls
-	t.mu.calls = make(map[uint64]*pending)
+	calls := t.removeIf(func(*pending) bool { return true })
 	t.mu.Unlock()
 	for _, p := range calls {
 		p.err = err
@@ -140,5 +179,5 @@ func (t *callTable) close(err error) {
 func (t *callTable) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.mu.calls)
+	return t.mu.n
 }

@@ -277,3 +277,68 @@ func TestLocalCallerCloseCancelsRunningCalls(t *testing.T) {
 	}
 	req.Reply.Reply(req, nil, nil) // a late reply is dropped
 }
+
+// A call that stays pending while more than a ring's worth of newer calls
+// come and go pushes the newer ones that share its slot to the overflow
+// map: every call is still taken exactly once, by its own id, and the
+// sweep and close reach calls in both places.
+func TestCallTableSlowCallAmongFastOnes(t *testing.T) {
+	fake := clock.NewFake(time.Unix(0, 0))
+	var tbl callTable
+	tbl.init(fake, 10*time.Millisecond)
+
+	slow := getPending()
+	slow.call = testCall(time.Hour, false)
+	slowID, err := tbl.add(slow)
+	require.NoError(t, err)
+
+	var overflowed []*pending
+	for range 3 * callSlots {
+		p := getPending()
+		p.call = testCall(50*time.Millisecond, false)
+		id, err := tbl.add(p)
+		require.NoError(t, err)
+		if id%callSlots == slowID%callSlots {
+			overflowed = append(overflowed, p) // kept pending: it sits in the overflow map
+			continue
+		}
+		assert.Nil(t, tbl.take(id+callSlots), "an id not yet issued takes nothing")
+		require.Same(t, p, tbl.take(id))
+		assert.Nil(t, tbl.take(id), "a call is taken once")
+		putPending(p)
+	}
+	require.Len(t, overflowed, 3)
+	require.Len(t, tbl.mu.overflow, 3)
+	assert.Equal(t, 4, tbl.len())
+
+	// The first overflowed call is answered; the others time out.
+	require.Same(t, overflowed[0], tbl.take(overflowed[0].id))
+	fake.Advance(100 * time.Millisecond)
+	for _, p := range overflowed[1:] {
+		<-p.done
+		require.ErrorIs(t, p.err, proxy.ErrTimeout)
+	}
+	assert.Empty(t, tbl.mu.overflow)
+	assert.Equal(t, 1, tbl.len(), "the slow call is still pending")
+
+	// The next call to reach the slow call's slot overflows too; close
+	// fails calls in both places.
+	late := getPending()
+	late.call = testCall(time.Hour, false)
+	for {
+		id, err := tbl.add(late)
+		require.NoError(t, err)
+		if id%callSlots == slowID%callSlots {
+			require.Len(t, tbl.mu.overflow, 1)
+			break
+		}
+		require.Same(t, late, tbl.take(id))
+	}
+	tbl.close(proxy.ErrUnavailable)
+	for _, p := range []*pending{slow, late} {
+		<-p.done
+		require.ErrorIs(t, p.err, proxy.ErrUnavailable)
+	}
+	assert.Zero(t, tbl.len())
+	assert.Nil(t, tbl.take(slowID))
+}
