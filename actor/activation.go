@@ -243,7 +243,9 @@ func (a *activation) onRequest(req *Request) {
 		req.release()
 		return
 	}
-	a.touched.Store(true)
+	if !a.touched.Load() { // a load is cheaper than a store, which fences
+		a.touched.Store(true)
+	}
 
 	var ctx context.Context = context.Background()
 	if req.Ctx != nil || req.Budget > 0 {

@@ -134,7 +134,7 @@ func (e *Envelope) AppendTo(b []byte) []byte {
 	b = e.appendHead(b)
 	if len(e.Payload) != 0 {
 		b = append(b, tag(fieldPayload, protowire.BytesType))
-		b = protowire.AppendVarint(b, uint64(len(e.Payload)))
+		b = appendVarint(b, uint64(len(e.Payload)))
 		b = append(b, e.Payload...)
 	}
 	return e.appendTail(b)
@@ -181,7 +181,7 @@ func (e *Envelope) AppendWithPayload(b []byte, p PayloadAppender) ([]byte, error
 func (e *Envelope) appendHead(b []byte) []byte {
 	if e.Kind != 0 {
 		b = append(b, tag(fieldKind, protowire.VarintType))
-		b = protowire.AppendVarint(b, uint64(int64(e.Kind)))
+		b = appendVarint(b, uint64(int64(e.Kind)))
 	}
 	if e.CallID != 0 {
 		b = append(b, tag(fieldCallID, protowire.VarintType))
@@ -218,7 +218,7 @@ func (e *Envelope) appendTail(b []byte) []byte {
 	}
 	if e.Status != 0 {
 		b = append(b, tag(fieldStatus, protowire.VarintType))
-		b = protowire.AppendVarint(b, uint64(int64(e.Status)))
+		b = appendVarint(b, uint64(int64(e.Status)))
 	}
 	if e.Error != "" {
 		b = appendString(b, fieldError, e.Error)
@@ -228,7 +228,7 @@ func (e *Envelope) appendTail(b []byte) []byte {
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
 	b = append(b, tag(num, protowire.BytesType))
-	b = protowire.AppendVarint(b, uint64(len(s)))
+	b = appendVarint(b, uint64(len(s)))
 	return append(b, s...)
 }
 
@@ -301,7 +301,7 @@ func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
 			}
 		default: // a known length-delimited field
 			var v []byte
-			v, n = protowire.ConsumeBytes(b)
+			v, n = consumeBytes(b)
 			if n < 0 {
 				return malformedField(num, protowire.ParseError(n))
 			}
@@ -352,6 +352,24 @@ func consumeVarint(b []byte) (uint64, int) {
 		return uint64(b[0]), 1
 	}
 	return protowire.ConsumeVarint(b)
+}
+
+// appendVarint is protowire.AppendVarint with the one-byte case inline.
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
+// consumeBytes is protowire.ConsumeBytes with a one-byte length inline;
+// anything else, including a truncated field, takes protowire's path.
+func consumeBytes(b []byte) ([]byte, int) {
+	if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+		n := 1 + int(b[0])
+		return b[1:n], n
+	}
+	return protowire.ConsumeBytes(b)
 }
 
 func malformed(what string) error { return fmt.Errorf("%w: %s", ErrMalformed, what) }
