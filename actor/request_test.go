@@ -61,6 +61,9 @@ func TestDeferredKeepsItsContextAfterReply(t *testing.T) {
 	f := newFixture(t, HostOptions{})
 	callCtx, cancel := context.WithCancel(context.Background())
 	rc := f.sendPooled(callCtx, "a", mDeferCC, 1, 0)
+	// Cancel only once the call has deferred: cancelled while still queued,
+	// it would be dropped without running.
+	require.Eventually(t, func() bool { return f.host.Stats().Deferred == 1 }, 5*time.Second, time.Millisecond)
 	// More pooled traffic, which reuses whatever is released meanwhile.
 	for i := range 8 {
 		r := <-f.sendPooled(context.Background(), "b", mAdd, int64(i), 0)
