@@ -160,7 +160,7 @@ func (c *Client) Call(ctx context.Context, call proxy.Call, in, out proto.Messag
 		return err
 	}
 	err = ep.Call(ctx, call, in, out)
-	if !errors.Is(err, cluster.ErrNotSent) || !errors.Is(err, proxy.ErrUnavailable) {
+	if err == nil || !errors.Is(err, cluster.ErrNotSent) || !errors.Is(err, proxy.ErrUnavailable) {
 		return err
 	}
 	<-ep.Conn().Done() // closing already; let it finish so endpoint redials
