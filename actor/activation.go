@@ -53,7 +53,6 @@ type activation struct {
 	deferredNow *Deferred // set when the running method deferred its reply
 	deactivate  bool      // DeactivateOnIdle was called in this turn
 	timers      map[*Timer]struct{}
-	contexts    []callContext // unused method contexts; see newCallContext
 
 	gone       atomic.Bool  // no more posts: the actor is stopping
 	touched    atomic.Bool  // a request ran since the collector last looked
@@ -253,8 +252,7 @@ func (a *activation) onRequest(req *Request) {
 		// One small object, no timer: the budget is data. It is not part
 		// of the request, which is recycled, because the grain may keep
 		// its ctx.
-		cc := a.newCallContext()
-		*cc = callContext{Context: context.Background(), budget: req.Budget, act: a}
+		cc := &callContext{Context: context.Background(), budget: req.Budget, act: a}
 		if req.Ctx != nil {
 			cc.Context = req.Ctx
 		}
@@ -288,24 +286,6 @@ func (a *activation) onRequest(req *Request) {
 		req.release()
 	}
 	a.afterTurn()
-}
-
-// contextsPerChunk is how many method contexts an activation allocates at
-// once.
-const contextsPerChunk = 16
-
-// newCallContext returns an unused method context. Turns take them from a
-// chunk the activation allocates sixteen at a time: one allocation instead
-// of sixteen, for the price of a grain that keeps its ctx keeping the
-// 768-byte chunk alive instead of a 48-byte context. Turns are serial, so
-// the chunk needs no lock.
-func (a *activation) newCallContext() *callContext {
-	if len(a.contexts) == 0 {
-		a.contexts = make([]callContext, contextsPerChunk)
-	}
-	cc := &a.contexts[0]
-	a.contexts = a.contexts[1:]
-	return cc
 }
 
 // logPanic counts and logs a panic of grain code; method is 0 outside a
