@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -80,4 +81,32 @@ func TestDeferredKeepsItsContextAfterReply(t *testing.T) {
 	assert.Same(t, callCtx, d.Context())
 	assert.True(t, d.Cancellable())
 	assert.False(t, d.Reply(nil, nil), "only the first reply counts")
+}
+
+type bigValueKey struct{}
+
+// An answered call leaves nothing of its context behind in its activation,
+// which stays active: what the caller's context carries is collectable
+// once the call is over, unless the grain itself kept the context.
+func TestAnsweredCallContextIsNotRetained(t *testing.T) {
+	f := newFixture(t, HostOptions{})
+	freed := make(chan struct{})
+	func() {
+		big := new([1 << 20]byte)
+		runtime.AddCleanup(big, func(ch chan struct{}) { close(ch) }, freed)
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), bigValueKey{}, big))
+		defer cancel()
+		r := <-f.send(ctx, "a", mAdd, 1, time.Second)
+		require.NoError(t, r.err)
+	}()
+	require.True(t, f.host.IsActive(GrainID{testType, "a"}))
+	for range 50 {
+		runtime.GC()
+		select {
+		case <-freed:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("the answered call's context is still reachable")
 }
