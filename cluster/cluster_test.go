@@ -315,7 +315,7 @@ func TestCallTableSlowCallAmongFastOnes(t *testing.T) {
 	require.Same(t, overflowed[0], tbl.take(overflowed[0].id))
 	fake.Advance(100 * time.Millisecond)
 	for _, p := range overflowed[1:] {
-		<-p.done
+		waitDone(t, p)
 		require.ErrorIs(t, p.err, proxy.ErrTimeout)
 	}
 	assert.Empty(t, tbl.mu.overflow)
@@ -336,9 +336,19 @@ func TestCallTableSlowCallAmongFastOnes(t *testing.T) {
 	}
 	tbl.close(proxy.ErrUnavailable)
 	for _, p := range []*pending{slow, late} {
-		<-p.done
+		waitDone(t, p)
 		require.ErrorIs(t, p.err, proxy.ErrUnavailable)
 	}
 	assert.Zero(t, tbl.len())
 	assert.Nil(t, tbl.take(slowID))
+}
+
+// waitDone waits for p to be completed, failing the test if it is not.
+func waitDone(t *testing.T, p *pending) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call was never completed")
+	}
 }

@@ -211,8 +211,9 @@ func (r *inboundRunner) close() {
 	}
 	close(r.wake) // deliver sends only under r.mu, and never once stopping is set
 	<-r.done
-	// Whatever the runner left when it stopped goes the ordinary way: close
-	// runs on the reader goroutine, which must not run turns.
+	// The runner drains what was queued before it exits, so this finds
+	// nothing; it stays as a safety net that delivers the ordinary way,
+	// since close runs on the reader goroutine, which must not run turns.
 	r.mu.Lock()
 	r.deliverQueued()
 	r.mu.Unlock()

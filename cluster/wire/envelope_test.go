@@ -329,6 +329,7 @@ func TestFastRequestMatchesUnmarshal(t *testing.T) {
 			assert.Equal(t, env.PlacementHint != "silo-9", fast, "fast path taken")
 			require.NoError(t, dec.Decode(frame, &got))
 			assert.Equal(t, want, got)
+			assert.Equal(t, len(got.Payload), cap(got.Payload), "an append to the payload must not reach the fields after it")
 		})
 	}
 
