@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,15 +167,6 @@ func timeWorkers(workers, n int, call func(worker int) error) (time.Duration, er
 	elapsed := time.Since(start)
 	close(errs)
 	return elapsed, <-errs
-}
-
-// processCPU returns the CPU time (user and system) the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkGrainToEchoRatio measures grain calls and the bare echo in
