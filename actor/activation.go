@@ -61,40 +61,8 @@ type activation struct {
 	pendingMu sync.Mutex
 	pending   map[*Deferred]struct{} // deferred replies not yet answered
 
-	disp inlineDispatcher // the mailbox's dispatcher; see postInline
+	mb mailbox // the actor's protoactor mailbox; see postInline
 }
-
-// inlineDispatcher is an activation's protoactor dispatcher. Normally it
-// hands mailbox processing to the host's workers; while postInline is
-// posting, it captures the processing instead, so that the posting
-// goroutine runs the turn itself and no worker has to be woken.
-type inlineDispatcher struct {
-	workers *workerDispatcher
-	state   atomic.Int32 // dispatchNormal, dispatchCapturing or dispatchCaptured
-	fn      func()       // the captured processing, valid once state is dispatchCaptured
-}
-
-const (
-	dispatchNormal int32 = iota
-	dispatchCapturing
-	dispatchCaptured
-)
-
-// Schedule implements protoactor's Dispatcher. The mailbox calls it once
-// per idle -> running transition, so at most one call is captured while a
-// capture is open.
-func (d *inlineDispatcher) Schedule(fn func()) {
-	if d.state.Load() == dispatchCapturing {
-		d.fn = fn
-		if d.state.CompareAndSwap(dispatchCapturing, dispatchCaptured) {
-			return
-		}
-	}
-	d.workers.Schedule(fn)
-}
-
-// Throughput implements protoactor's Dispatcher.
-func (d *inlineDispatcher) Throughput() int { return mailboxThroughput }
 
 // post enqueues a message unless the actor is already stopping.
 func (a *activation) post(msg any) bool {
@@ -105,27 +73,21 @@ func (a *activation) post(msg any) bool {
 	return true
 }
 
-// postInline enqueues msg like post. When the mailbox was idle, so that
-// posting made it runnable, it returns the mailbox's processing for the
-// caller to run on its own goroutine instead of waking a worker: the turn
-// still runs inside the protoactor mailbox (one at a time, in mailbox
-// order), it just skips the hand-off. It returns nil when the mailbox was
-// already running (its runner will get to msg) or another capture is open.
-// The caller must not be a transport reader goroutine: running the
-// returned function runs grain code.
+// postInline enqueues msg straight into the activation's mailbox. When the
+// mailbox was idle, so that posting made it runnable, it returns the
+// mailbox's processing for the caller to run on its own goroutine instead
+// of waking a worker: the turn still runs inside the mailbox (one at a
+// time, in mailbox order), it just skips the hand-off. It returns nil when
+// the mailbox was already running: its runner will get to msg. The caller
+// must not be a transport reader goroutine: running the returned function
+// runs grain code. Only the host's catalog lookup calls it, under the
+// catalog's lock, so it never posts to an activation that finish has
+// removed.
 func (a *activation) postInline(msg any) (run func()) {
-	d := &a.disp
-	if !d.state.CompareAndSwap(dispatchNormal, dispatchCapturing) {
-		a.host.system.Root.Send(a.pid, msg)
-		return nil
+	if a.mb.post(msg, false) {
+		return a.mb.process
 	}
-	a.host.system.Root.Send(a.pid, msg)
-	if d.state.CompareAndSwap(dispatchCapturing, dispatchNormal) {
-		return nil // the mailbox was running: nothing was scheduled
-	}
-	run, d.fn = d.fn, nil
-	d.state.Store(dispatchNormal)
-	return run
+	return nil
 }
 
 // idleFor reports how long the activation has been idle, as the collector

@@ -411,8 +411,8 @@ func (h *Host) newActivation(kind *Kind, id GrainID) *activation {
 	}
 	a.gc = &Context{a: a}
 	a.lastActive.Store(h.clock.Now().UnixNano())
-	a.disp.workers = h.disp
-	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a }, protoactor.WithDispatcher(&a.disp))
+	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a },
+		protoactor.WithDispatcher(h.disp), protoactor.WithMailbox(func() protoactor.Mailbox { return &a.mb }))
 	a.pid = h.system.Root.Spawn(props)
 	h.stats.activations.Add(1)
 	return a
