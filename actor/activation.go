@@ -108,13 +108,7 @@ func (a *activation) idleFor(now time.Time) time.Duration {
 func (a *activation) Receive(c protoactor.Context) {
 	switch msg := c.Message().(type) {
 	case *Request:
-		// A batch is a chain of requests for this grain, one turn each.
-		for req := msg; req != nil; {
-			next := req.next
-			req.next = nil
-			a.onRequest(req)
-			req = next
-		}
+		a.onBatch(msg)
 	case turnFunc:
 		if a.state == stateValid {
 			// Timer ticks, OnCancel callbacks and state snapshots are grain
@@ -132,6 +126,26 @@ func (a *activation) Receive(c protoactor.Context) {
 		if a.state == stateValid && (!msg.idle || a.idleNow()) {
 			a.deactivateNow(msg.reason)
 		}
+	}
+}
+
+// onBatch runs a batch, a chain of requests for this grain, one turn
+// each. Should a panic escape a turn (grain code's are contained, so this
+// would be the runtime's own), the requests after it go back to the front
+// of the mailbox, for the actor to run once protoactor has restarted it,
+// instead of unwinding with the panic.
+func (a *activation) onBatch(first *Request) {
+	var rest *Request
+	defer func() {
+		if rest != nil {
+			a.mb.pushFront(rest)
+		}
+	}()
+	for req := first; req != nil; {
+		rest = req.next
+		req.next = nil
+		a.onRequest(req)
+		req = rest
 	}
 }
 
@@ -283,7 +297,11 @@ func (a *activation) deactivateNow(reason string) {
 	a.pending = nil
 	a.pendingMu.Unlock()
 	for d := range pending {
-		d.Reply(nil, ErrDeactivated)
+		// A Replier is runtime code, but a panic here would abort the
+		// deactivation halfway, with the grain gone from nowhere.
+		if err := a.safely(func() error { d.Reply(nil, ErrDeactivated); return nil }); err != nil {
+			a.logPanic(err, 0)
+		}
 	}
 	if d, ok := a.grain.(Deactivator); ok {
 		if err := a.safely(func() error { return d.OnDeactivate(ctx, a.gc) }); err != nil {

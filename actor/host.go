@@ -187,6 +187,15 @@ func (h *Host) Start(ctx context.Context) error {
 		protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger { return logger }),
 	)
 	compactRegistry(h.system)
+	// A panic that escapes a turn (grain code's panics are contained; this
+	// would be the runtime's own) makes protoactor suspend the actor and
+	// ask its supervisor. The default one stops an actor after ten
+	// failures in ten seconds, which would leave its activation in the
+	// catalog with a mailbox nobody processes: requests lost, Stop
+	// waiting for ever. Activations restart in place instead, always:
+	// WithGuardian sets the root context's guardian, which supervises
+	// every actor spawned from it.
+	h.system.Root.WithGuardian(protoactor.NewRestartingStrategy())
 	h.disp = newWorkerDispatcher()
 	h.mu.started = true
 	h.mu.collector = h.clock.AfterFunc(h.opts.CollectionQuantum, h.collect)

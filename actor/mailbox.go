@@ -52,6 +52,23 @@ func (m *mailbox) post(msg any, system bool) (mustRun bool) {
 	return mustRun
 }
 
+// pushFront puts msg back at the front of the user queue, to be
+// processed before anything queued after it. Only the mailbox's own
+// processing calls it (a turn's batch unwinding from a panic), so the
+// mailbox is scheduled already.
+func (m *mailbox) pushFront(msg any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.userHead > 0 {
+		m.mu.userHead--
+		m.mu.user[m.mu.userHead] = msg
+		return
+	}
+	m.mu.user = append(m.mu.user, nil)
+	copy(m.mu.user[1:], m.mu.user)
+	m.mu.user[0] = msg
+}
+
 // PostUserMessage implements protoactor's Mailbox.
 func (m *mailbox) PostUserMessage(msg any) {
 	if m.post(msg, false) {

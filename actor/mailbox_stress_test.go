@@ -769,3 +769,106 @@ func TestStressInlineRunOnOtherGoroutineKeepsOrder(t *testing.T) {
 	}
 	assert.EqualValues(t, posters*each+1, total.Load())
 }
+
+// A panic escaping one request of an inline batch: the requests after it in
+// the chain must still be answered.
+func TestStressHostEscapingPanicInBatchKeepsRestOfBatch(t *testing.T) {
+	f := newFixture(t, HostOptions{})
+	_, err := f.call("a", mGet, 0)
+	require.NoError(t, err)
+	var reqs []*Request
+	var rcs []*countReplier
+	for i := range 4 {
+		r, rc := f.req("a", mAdd, 1)
+		if i == 1 {
+			rc.panic.Store(true)
+		}
+		reqs, rcs = append(reqs, r), append(rcs, rc)
+	}
+	waitIdle(t, f.activation("a"))
+	run := f.host.DeliverInline(reqs)
+	require.NotNil(t, run)
+	run()
+	awaitAll(t, rcs, 2*time.Second)
+}
+
+// More escaping panics than protoactor's default supervisor would restart
+// (10 in 10 s, then it stops the actor): activations restart every time,
+// so requests for the grain are not lost and Stop does not hang.
+func TestStressHostSupervisorStopDoesNotLoseRequests(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	f := &fixture{t: t, clock: clk, store: &memStore{data: map[GrainID][]byte{}},
+		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64)}
+	kind := &Kind{Type: testType, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
+		return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
+			release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
+	}}
+	h, err := NewHost(HostOptions{}, []*Kind{kind}, WithClock(clk), WithStateStore(f.store),
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	require.NoError(t, err)
+	require.NoError(t, h.Start(context.Background()))
+	f.host = h
+
+	for i := range 12 {
+		r, rc := f.req("a", mAdd, 1)
+		rc.panic.Store(true)
+		h.Deliver(r)
+		select {
+		case <-rc.done:
+		case <-time.After(2 * time.Second):
+			t.Errorf("panicking request %d never ran (the actor was stopped by its supervisor)", i)
+		}
+	}
+	var rcs []*countReplier
+	for i := range 4 {
+		r, rc := f.req("a", mGet, 0)
+		rcs = append(rcs, rc)
+		if i%2 == 0 {
+			h.Deliver(r)
+		} else if run := h.DeliverInline([]*Request{r}); run != nil {
+			run()
+		}
+	}
+	awaitAll(t, rcs, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := h.Stop(ctx); err != nil {
+		t.Errorf("Stop: %v", err)
+		h.system.Shutdown() // let the package's leak check pass anyway
+		h.disp.close()
+	}
+}
+
+// A panic escaping deactivation (a deferred reply's Replier panics when the
+// deactivation fails it): deactivation must still finish, the other
+// deferred replies must be answered, and Stop must not hang.
+func TestStressHostEscapingPanicDuringDeactivation(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	f := &fixture{t: t, clock: clk, store: &memStore{data: map[GrainID][]byte{}},
+		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64)}
+	kind := &Kind{Type: testType, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
+		return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
+			release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
+	}}
+	h, err := NewHost(HostOptions{}, []*Kind{kind}, WithClock(clk), WithStateStore(f.store),
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	require.NoError(t, err)
+	require.NoError(t, h.Start(context.Background()))
+	f.host = h
+	var rcs []*countReplier
+	for i := range 3 {
+		r, rc := f.req("a", mDefer, 60_000)
+		rc.panic.Store(i == 0)
+		h.Deliver(r)
+		rcs = append(rcs, rc)
+	}
+	waitFor(t, func() bool { return h.Stats().Deferred == 3 }, "deferred")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := h.Stop(ctx); err != nil {
+		t.Errorf("Stop: %v (active %v, OnDeactivate ran %d times)", err, h.IsActive(GrainID{testType, "a"}), f.deactivated.Load())
+		h.system.Shutdown()
+		h.disp.close()
+	}
+	awaitAll(t, rcs, 100*time.Millisecond)
+}
