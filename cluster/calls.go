@@ -114,13 +114,23 @@ func (t *callTable) take(id uint64) *pending {
 	if p != nil && p.id == id {
 		t.mu.slots[id%callSlots] = nil
 	} else if p = t.mu.overflow[id]; p != nil {
-		delete(t.mu.overflow, id)
+		t.dropOverflow(id)
 	}
 	if p != nil {
 		t.mu.n--
 	}
 	t.mu.Unlock()
 	return p
+}
+
+// dropOverflow removes id from the overflow map, and lets the map go once
+// it is empty: a map never shrinks, and a burst of slow calls should not
+// leave a large one behind. t.mu must be held.
+func (t *callTable) dropOverflow(id uint64) {
+	delete(t.mu.overflow, id)
+	if len(t.mu.overflow) == 0 {
+		t.mu.overflow = nil
+	}
 }
 
 // removeIf removes and returns the calls for which drop reports true.
@@ -135,7 +145,7 @@ func (t *callTable) removeIf(drop func(*pending) bool) []*pending {
 	}
 	for id, p := range t.mu.overflow {
 		if drop(p) {
-			delete(t.mu.overflow, id)
+			t.dropOverflow(id)
 			out = append(out, p)
 		}
 	}
