@@ -796,18 +796,8 @@ func TestStressHostEscapingPanicInBatchKeepsRestOfBatch(t *testing.T) {
 // (10 in 10 s, then it stops the actor): activations restart every time,
 // so requests for the grain are not lost and Stop does not hang.
 func TestStressHostSupervisorStopDoesNotLoseRequests(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	f := &fixture{t: t, clock: clk, store: &memStore{data: map[GrainID][]byte{}},
-		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64)}
-	kind := &Kind{Type: testType, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
-		return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
-			release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
-	}}
-	h, err := NewHost(HostOptions{}, []*Kind{kind}, WithClock(clk), WithStateStore(f.store),
-		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	require.NoError(t, err)
-	require.NoError(t, h.Start(context.Background()))
-	f.host = h
+	f := newFixture(t, HostOptions{})
+	h := f.host
 
 	for i := range 12 {
 		r, rc := f.req("a", mAdd, 1)
@@ -832,29 +822,15 @@ func TestStressHostSupervisorStopDoesNotLoseRequests(t *testing.T) {
 	awaitAll(t, rcs, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := h.Stop(ctx); err != nil {
-		t.Errorf("Stop: %v", err)
-		h.system.Shutdown() // let the package's leak check pass anyway
-		h.disp.close()
-	}
+	require.NoError(t, h.Stop(ctx), "Stop must not hang")
 }
 
 // A panic escaping deactivation (a deferred reply's Replier panics when the
 // deactivation fails it): deactivation must still finish, the other
 // deferred replies must be answered, and Stop must not hang.
 func TestStressHostEscapingPanicDuringDeactivation(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	f := &fixture{t: t, clock: clk, store: &memStore{data: map[GrainID][]byte{}},
-		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64)}
-	kind := &Kind{Type: testType, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
-		return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
-			release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
-	}}
-	h, err := NewHost(HostOptions{}, []*Kind{kind}, WithClock(clk), WithStateStore(f.store),
-		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	require.NoError(t, err)
-	require.NoError(t, h.Start(context.Background()))
-	f.host = h
+	f := newFixture(t, HostOptions{})
+	h := f.host
 	var rcs []*countReplier
 	for i := range 3 {
 		r, rc := f.req("a", mDefer, 60_000)
@@ -865,10 +841,7 @@ func TestStressHostEscapingPanicDuringDeactivation(t *testing.T) {
 	waitFor(t, func() bool { return h.Stats().Deferred == 3 }, "deferred")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := h.Stop(ctx); err != nil {
-		t.Errorf("Stop: %v (active %v, OnDeactivate ran %d times)", err, h.IsActive(GrainID{testType, "a"}), f.deactivated.Load())
-		h.system.Shutdown()
-		h.disp.close()
-	}
+	require.NoError(t, h.Stop(ctx), "Stop must not hang")
+	assert.EqualValues(t, 1, f.deactivated.Load(), "OnDeactivate ran")
 	awaitAll(t, rcs, 100*time.Millisecond)
 }
