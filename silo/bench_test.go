@@ -40,6 +40,35 @@ func benchSilo(b *testing.B) (*silo.Silo, *silo.Client) {
 	return s, c
 }
 
+// benchRefs returns one reference per worker, spread over keys grains.
+func benchRefs(c *silo.Client, workers, keys int) []counter.CounterRef {
+	refs := make([]counter.CounterRef, workers)
+	for w := range refs {
+		refs[w] = counter.NewCounterRef(c, fmt.Sprint("key-", w%keys))
+	}
+	return refs
+}
+
+// benchEcho starts a bare echo server and a client connected to it over
+// loopback.
+func benchEcho(b *testing.B) *echo.Client {
+	b.Helper()
+	srv, err := echo.Listen("127.0.0.1:0", transport.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := echo.Dial(context.Background(), srv.Addr().String(), transport.Options{})
+	if err != nil {
+		_ = srv.Close()
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = c.Close()
+		_ = srv.Close()
+	})
+	return c
+}
+
 // reportBatching reports how many frames each socket write carried, on the
 // client and on the silo.
 func reportBatching(b *testing.B, s *silo.Silo, c *silo.Client) {
@@ -85,10 +114,7 @@ func BenchmarkGrainCall(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s, c := benchSilo(b)
-			refs := make([]counter.CounterRef, tc.workers)
-			for w := range refs {
-				refs[w] = counter.NewCounterRef(c, fmt.Sprint("key-", w%tc.keys))
-			}
+			refs := benchRefs(c, tc.workers, tc.keys)
 			ctx := context.Background()
 			if tc.cancellable {
 				var cancel context.CancelFunc
@@ -119,16 +145,7 @@ func BenchmarkEcho(b *testing.B) {
 		workers int
 	}{{"sequential", 1}, {"parallel-16", 16}} {
 		b.Run(tc.name, func(b *testing.B) {
-			srv, err := echo.Listen("127.0.0.1:0", transport.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer srv.Close()
-			c, err := echo.Dial(context.Background(), srv.Addr().String(), transport.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
+			c := benchEcho(b)
 			payload := make([]byte, 48)
 			runWorkers(b, tc.workers, func(int) error {
 				_, err := c.Call(payload)
@@ -185,20 +202,7 @@ func BenchmarkGrainToEchoRatio(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			const workers = 16
 			_, c := benchSilo(b)
-			refs := make([]counter.CounterRef, workers)
-			for w := range refs {
-				refs[w] = counter.NewCounterRef(c, fmt.Sprint("key-", w%tc.keys))
-			}
-			srv, err := echo.Listen("127.0.0.1:0", transport.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer srv.Close()
-			ec, err := echo.Dial(context.Background(), srv.Addr().String(), transport.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ec.Close()
+			refs, ec := benchRefs(c, workers, tc.keys), benchEcho(b)
 			ctx, in, payload := context.Background(), &counter.AddRequest{Delta: 1}, make([]byte, 48)
 			grain := func(w int) error { _, err := refs[w].Add(ctx, in); return err }
 			bare := func(int) error { _, err := ec.Call(payload); return err }
