@@ -382,28 +382,24 @@ func (w *wireWriter) encodeField(field *protogen.Field) {
 	fd := field.Desc
 	value := "m." + field.GoName
 	g.P("// ", fd.Name(), " = ", fd.Number())
+	// eachOrIf writes encode for every element of a list, or for the
+	// single value when present is true of it.
+	eachOrIf := func(present string, encode func(field *protogen.Field, value string)) {
+		if fd.IsList() {
+			g.P("for _, e := range ", value, " {")
+			encode(field, "e")
+		} else {
+			g.P("if ", present, " {")
+			encode(field, value)
+		}
+		g.P("}")
+	}
 	switch {
 	case fd.Kind() == protoreflect.MessageKind:
-		if fd.IsList() {
-			// A nil element is written as an empty message, as protobuf does.
-			g.P("for _, e := range ", value, " {")
-			w.encodeMessage(field, "e")
-			g.P("}")
-		} else {
-			g.P("if ", value, " != nil {")
-			w.encodeMessage(field, value)
-			g.P("}")
-		}
+		// A nil list element is written as an empty message, as protobuf does.
+		eachOrIf(value+" != nil", w.encodeMessage)
 	case fd.Kind() == protoreflect.StringKind || fd.Kind() == protoreflect.BytesKind:
-		if fd.IsList() {
-			g.P("for _, e := range ", value, " {")
-			w.encodeBytes(field, "e")
-			g.P("}")
-		} else {
-			g.P("if len(", value, ") > 0 {")
-			w.encodeBytes(field, value)
-			g.P("}")
-		}
+		eachOrIf("len("+value+") > 0", w.encodeBytes)
 	case fd.IsList() && fd.IsPacked():
 		w.encodePacked(field, value)
 	case fd.IsList():
