@@ -136,11 +136,19 @@ func (o *outFrame) AppendTo(b []byte) ([]byte, error) {
 // AppendPayload implements wire.PayloadAppender.
 func (o *outFrame) AppendPayload(b []byte) ([]byte, error) { return proxy.AppendMessage(b, o.msg) }
 
-// reset drops the frame's references and returns its buffer, if any.
-func (o *outFrame) reset() {
+// releasePayload drops the frame's payload: the message, and the pooled
+// buffer prepare encoded it into, which goes back to its pool. The
+// envelope stays; whoever reuses the frame overwrites it.
+func (o *outFrame) releasePayload() {
 	if o.buf != nil && cap(*o.buf) <= 64<<10 {
 		payloadPool.Put(o.buf)
 	}
+	o.msg, o.buf, o.env.Payload = nil, nil, nil
+}
+
+// reset drops all the frame's references, returning its buffer, if any.
+func (o *outFrame) reset() {
+	o.releasePayload()
 	*o = outFrame{}
 }
 
@@ -182,7 +190,7 @@ func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Mess
 	if err = p.out.prepare(in); err == nil {
 		err = e.conn.Load().Send(&p.out)
 	}
-	p.out.reset()
+	p.out.releasePayload() // putPending clears the rest
 	if err != nil {
 		if e.calls.take(id) == nil {
 			<-p.done // completed concurrently (connection closed); reclaim it
@@ -344,11 +352,11 @@ func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
 	switch {
 	case serr == nil:
 	case errors.Is(serr, transport.ErrFrameTooLarge):
-		o.reset()
+		o.releasePayload()
 		_ = o.setReply(req.CallID, nil, fmt.Errorf("%w: reply exceeds the maximum frame size", proxy.ErrBadRequest))
 		serr = conn.Send(o)
 	case !isTransportError(serr):
-		o.reset()
+		o.releasePayload()
 		_ = o.setReply(req.CallID, nil, fmt.Errorf("%w: encode reply: %w", proxy.ErrBadRequest, serr))
 		serr = conn.Send(o)
 	}
@@ -357,7 +365,7 @@ func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
 	}
 }
 
-// setReply makes o, which must be empty, the reply to call id: err's code
+// setReply makes o, which must carry no payload, the reply to call id: err's code
 // and text when err is set, otherwise the reply message. It returns the
 // message's encoding error.
 func (o *outFrame) setReply(id uint64, reply proto.Message, err error) error {
