@@ -209,14 +209,11 @@ func (r *inboundRunner) close() {
 		r.helpers.Wait()
 		return
 	}
-	close(r.wake) // deliver sends only under r.mu, and never once stopping is set
+	// deliver sends on wake only under r.mu, and never once stopping is
+	// set. The runner drains what was queued before it sees wake closed,
+	// so nothing is left behind when it exits.
+	close(r.wake)
 	<-r.done
-	// The runner drains what was queued before it exits, so this finds
-	// nothing; it stays as a safety net that delivers the ordinary way,
-	// since close runs on the reader goroutine, which must not run turns.
-	r.mu.Lock()
-	r.deliverQueued()
-	r.mu.Unlock()
 	r.helpers.Wait()
 }
 

@@ -76,3 +76,42 @@ func TestRunnerDeliversConsecutiveRequestsForOneGrainTogether(t *testing.T) {
 	require.Empty(t, in.direct)
 	assert.Equal(t, [][]string{{"first"}, {"a", "a", "a"}, {"b"}, {"a"}, {"c", "c"}}, in.batches)
 }
+
+// Closing the runner while a turn holds it and requests wait behind it
+// leaves nothing behind: close waits for the turn, the runner delivers
+// what was queued, in order, and only then exits; a request that arrives
+// after close began goes the ordinary way.
+func TestRunnerCloseDeliversWhatWasQueued(t *testing.T) {
+	in := &recordingInbound{entered: make(chan struct{}), release: make(chan struct{}), done: make(chan struct{}, 16)}
+	r := newInboundRunner(in)
+	r.checkEvery = time.Hour // the held turn must not count as stalled
+	req := func(key string) *actor.Request {
+		return &actor.Request{Target: actor.GrainID{Type: "t", Key: key}}
+	}
+	r.deliver(req("first"))
+	<-in.entered
+	r.deliver(req("a"))
+	r.deliver(req("b"))
+	closed := make(chan struct{})
+	go func() {
+		r.close()
+		close(closed)
+	}()
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.mu.stopping
+	}, 5*time.Second, time.Millisecond)
+	r.deliver(req("late"))
+	close(in.release)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not return")
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	assert.Equal(t, [][]string{{"first"}, {"a"}, {"b"}}, in.batches)
+	assert.Equal(t, []string{"late"}, in.direct)
+	assert.Empty(t, r.mu.queue)
+}
