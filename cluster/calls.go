@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/internal/idmap"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -45,10 +46,11 @@ const callSlots = 256
 // per table does this: no timer per call. The clock is armed only while
 // calls are pending.
 //
-// Call ids count up, so a call lives in the ring slot its id selects; a
-// call whose slot is still held by an older one, which a slow call among
-// many fast ones causes, goes to an overflow map. Registering and taking a
-// call thus index an array instead of hashing into a map that churns.
+// Call ids count up, so calls live in an idmap.Map: a call takes the ring
+// slot its id selects, and goes to an overflow map only when an older one
+// (a slow call among many fast ones) still holds that slot. Registering and
+// taking a call thus index an array instead of hashing into a map that
+// churns.
 type callTable struct {
 	clock    clock.Clock
 	interval time.Duration
@@ -56,9 +58,7 @@ type callTable struct {
 	mu struct {
 		sync.Mutex
 		nextID    uint64
-		slots     [callSlots]*pending
-		overflow  map[uint64]*pending // calls whose slot was taken; nil until needed
-		n         int                 // calls pending, in slots and overflow
+		calls     idmap.Map[*pending]
 		closed    error
 		sweeping  bool
 		lastSweep int64 // unix nanos of the last sweep, while sweeping
@@ -68,6 +68,7 @@ type callTable struct {
 
 func (t *callTable) init(c clock.Clock, interval time.Duration) {
 	t.clock, t.interval = c, interval
+	t.mu.calls.Init(callSlots)
 }
 
 // add registers p under a fresh call id.
@@ -94,15 +95,7 @@ func (t *callTable) add(p *pending) (uint64, error) {
 	t.mu.nextID++
 	id := t.mu.nextID
 	p.id = id
-	if s := &t.mu.slots[id%callSlots]; *s == nil {
-		*s = p
-	} else {
-		if t.mu.overflow == nil {
-			t.mu.overflow = make(map[uint64]*pending)
-		}
-		t.mu.overflow[id] = p
-	}
-	t.mu.n++
+	t.mu.calls.Add(id, p) // ids are fresh: it cannot be present
 	return id, nil
 }
 
@@ -110,55 +103,17 @@ func (t *callTable) add(p *pending) (uint64, error) {
 // already completed (answered, timed out or abandoned).
 func (t *callTable) take(id uint64) *pending {
 	t.mu.Lock()
-	p := t.mu.slots[id%callSlots]
-	if p != nil && p.id == id {
-		t.mu.slots[id%callSlots] = nil
-	} else if p = t.mu.overflow[id]; p != nil {
-		t.dropOverflow(id)
-	}
-	if p != nil {
-		t.mu.n--
-	}
+	p := t.mu.calls.Take(id)
 	t.mu.Unlock()
 	return p
-}
-
-// dropOverflow removes id from the overflow map, and lets the map go once
-// it is empty: a map never shrinks, and a burst of slow calls should not
-// leave a large one behind. t.mu must be held.
-func (t *callTable) dropOverflow(id uint64) {
-	delete(t.mu.overflow, id)
-	if len(t.mu.overflow) == 0 {
-		t.mu.overflow = nil
-	}
-}
-
-// removeIf removes and returns the calls for which drop reports true.
-// t.mu must be held.
-func (t *callTable) removeIf(drop func(*pending) bool) []*pending {
-	var out []*pending
-	for i, p := range t.mu.slots {
-		if p != nil && drop(p) {
-			t.mu.slots[i] = nil
-			out = append(out, p)
-		}
-	}
-	for id, p := range t.mu.overflow {
-		if drop(p) {
-			t.dropOverflow(id)
-			out = append(out, p)
-		}
-	}
-	t.mu.n -= len(out)
-	return out
 }
 
 func (t *callTable) sweep() {
 	now := t.clock.Now().UnixNano()
 	t.mu.Lock()
 	t.mu.lastSweep = now
-	expired := t.removeIf(func(p *pending) bool { return now >= p.deadline })
-	if t.mu.n > 0 && t.mu.closed == nil {
+	expired := t.mu.calls.RemoveIf(nil, func(_ uint64, p *pending) bool { return now >= p.deadline })
+	if t.mu.calls.Len() > 0 && t.mu.closed == nil {
 		t.clock.AfterFunc(t.interval, t.sweep)
 	} else {
 		t.mu.sweeping = false
@@ -177,7 +132,7 @@ func (t *callTable) close(err error) {
 	if t.mu.closed == nil {
 		t.mu.closed = err
 	}
-	calls := t.removeIf(func(*pending) bool { return true })
+	calls := t.mu.calls.RemoveIf(nil, func(uint64, *pending) bool { return true })
 	t.mu.Unlock()
 	for _, p := range calls {
 		p.err = err
@@ -189,5 +144,5 @@ func (t *callTable) close(err error) {
 func (t *callTable) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.mu.n
+	return t.mu.calls.Len()
 }

@@ -308,7 +308,7 @@ func TestCallTableSlowCallAmongFastOnes(t *testing.T) {
 		putPending(p)
 	}
 	require.Len(t, overflowed, 3)
-	require.Len(t, tbl.mu.overflow, 3)
+	require.Equal(t, 3, tbl.mu.calls.Overflowed())
 	assert.Equal(t, 4, tbl.len())
 
 	// The first overflowed call is answered; the others time out.
@@ -318,7 +318,7 @@ func TestCallTableSlowCallAmongFastOnes(t *testing.T) {
 		waitDone(t, p)
 		require.ErrorIs(t, p.err, proxy.ErrTimeout)
 	}
-	assert.Nil(t, tbl.mu.overflow, "an emptied overflow map is let go")
+	assert.Zero(t, tbl.mu.calls.Overflowed())
 	assert.Equal(t, 1, tbl.len(), "the slow call is still pending")
 
 	// The next call to reach the slow call's slot overflows too; close
@@ -329,7 +329,7 @@ func TestCallTableSlowCallAmongFastOnes(t *testing.T) {
 		id, err := tbl.add(late)
 		require.NoError(t, err)
 		if id%callSlots == slowID%callSlots {
-			require.Len(t, tbl.mu.overflow, 1)
+			require.Equal(t, 1, tbl.mu.calls.Overflowed())
 			break
 		}
 		require.Same(t, late, tbl.take(id))

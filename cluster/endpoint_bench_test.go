@@ -73,3 +73,32 @@ func BenchmarkEndpointInline(b *testing.B) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkCallTable registers and takes calls as a busy connection does:
+// 16 in flight, ids counting up.
+func BenchmarkCallTable(b *testing.B) {
+	var tbl callTable
+	tbl.init(clock.Real{}, time.Hour)
+	const inFlight = 16
+	ids := make([]uint64, 0, inFlight)
+	p := make([]*pending, inFlight)
+	for i := range p {
+		p[i] = getPending()
+		id, err := tbl.add(p[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	i := 0
+	for b.Loop() {
+		q := tbl.take(ids[i])
+		id, err := tbl.add(q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = id
+		i = (i + 1) % inFlight
+	}
+	tbl.close(proxy.ErrUnavailable)
+}

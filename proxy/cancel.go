@@ -6,7 +6,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/granary-go/granary/internal/idmap"
 )
+
+// activeSlots is the ring size of a registry's calls in progress: a
+// connection's call ids count up, so calls find their slots by index and
+// only one whose slot a much older call still holds costs a map entry.
+const activeSlots = 64
 
 // Defaults of the cancellation registry.
 const (
@@ -35,7 +42,7 @@ type CancelRegistry struct {
 
 	mu struct {
 		sync.Mutex
-		active map[uint64]*invocationContext
+		active idmap.Map[*invocationContext]
 		early  map[uint64]time.Time
 	}
 	registered, cancelled, earlyCancels atomic.Int64
@@ -48,7 +55,7 @@ func NewCancelRegistry(now func() time.Time) *CancelRegistry {
 		now = time.Now
 	}
 	r := &CancelRegistry{now: now, ttl: DefaultEarlyCancelTTL, max: DefaultMaxEarlyCancels}
-	r.mu.active = make(map[uint64]*invocationContext)
+	r.mu.active.Init(activeSlots)
 	r.mu.early = make(map[uint64]time.Time)
 	return r
 }
@@ -63,11 +70,10 @@ func NewCancelRegistry(now func() time.Time) *CancelRegistry {
 func (r *CancelRegistry) Register(id uint64) (context.Context, error) {
 	ctx := new(invocationContext)
 	r.mu.Lock()
-	if _, dup := r.mu.active[id]; dup {
+	if !r.mu.active.Add(id, ctx) {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d", ErrDuplicateCall, id)
 	}
-	r.mu.active[id] = ctx
 	early := false
 	if len(r.mu.early) > 0 {
 		if _, early = r.mu.early[id]; early {
@@ -85,10 +91,7 @@ func (r *CancelRegistry) Register(id uint64) (context.Context, error) {
 // Done removes a finished call and releases its context.
 func (r *CancelRegistry) Done(id uint64) {
 	r.mu.Lock()
-	ctx := r.mu.active[id]
-	if ctx != nil {
-		delete(r.mu.active, id)
-	}
+	ctx := r.mu.active.Take(id)
 	r.mu.Unlock()
 	if ctx != nil {
 		ctx.cancel()
@@ -99,7 +102,8 @@ func (r *CancelRegistry) Done(id uint64) {
 // progress was cancelled; otherwise the id is remembered as an early cancel.
 func (r *CancelRegistry) Cancel(id uint64) bool {
 	r.mu.Lock()
-	ctx, ok := r.mu.active[id]
+	ctx := r.mu.active.Get(id)
+	ok := ctx != nil
 	if !ok {
 		now := r.now()
 		if len(r.mu.early) >= r.max {
@@ -141,10 +145,11 @@ func (r *CancelRegistry) expireLocked(now time.Time) {
 // carried them is gone and nobody waits for their replies.
 func (r *CancelRegistry) CancelAll() {
 	r.mu.Lock()
-	ctxs := make([]*invocationContext, 0, len(r.mu.active))
-	for _, ctx := range r.mu.active {
-		ctxs = append(ctxs, ctx)
-	}
+	var ctxs []*invocationContext
+	r.mu.active.RemoveIf(nil, func(_ uint64, ctx *invocationContext) bool {
+		ctxs = append(ctxs, ctx) // they stay registered until Done
+		return false
+	})
 	r.mu.Unlock()
 	for _, ctx := range ctxs {
 		ctx.cancel()
@@ -165,7 +170,7 @@ func (r *CancelRegistry) Stats() CancelStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return CancelStats{
-		Active: len(r.mu.active), Early: len(r.mu.early),
+		Active: r.mu.active.Len(), Early: len(r.mu.early),
 		Registered: r.registered.Load(), Cancelled: r.cancelled.Load(), EarlyCancels: r.earlyCancels.Load(),
 	}
 }

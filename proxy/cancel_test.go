@@ -81,3 +81,24 @@ func TestCancelRegistryBoundsEarlyCancels(t *testing.T) {
 	r.Cancel(100)
 	assert.Equal(t, 1, r.Stats().Early, "expired entries are dropped")
 }
+
+// BenchmarkCancelRegistryInFlight registers and finishes calls as a busy
+// connection does: ids counting up, 16 calls in flight.
+func BenchmarkCancelRegistryInFlight(b *testing.B) {
+	r := NewCancelRegistry(nil)
+	const inFlight = 16
+	for id := uint64(1); id <= inFlight; id++ {
+		if _, err := r.Register(id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range uint64(b.N) {
+		id := i + 1
+		r.Done(id)
+		if _, err := r.Register(id + inFlight); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package idmap
+
+// Map maps uint64 ids to values of a pointer-like type V, whose zero value
+// stands for "no entry" and cannot be stored. Its zero value is not ready:
+// call Init first. It is not safe for concurrent use; its owners hold a
+// lock of their own.
+type Map[V comparable] struct {
+	slots    []entry[V] // a power of two of them
+	mask     uint64
+	overflow map[uint64]V // ids whose slot was taken; nil while empty
+	n        int
+}
+
+type entry[V comparable] struct {
+	id uint64
+	v  V
+}
+
+// Init makes m an empty map with a ring of at least slots slots (rounded up
+// to a power of two). Entries beyond the ring's reach cost a map entry each.
+func (m *Map[V]) Init(slots int) {
+	size := 1
+	for size < slots {
+		size <<= 1
+	}
+	*m = Map[V]{slots: make([]entry[V], size), mask: uint64(size - 1)}
+}
+
+// Len returns how many entries m holds.
+func (m *Map[V]) Len() int { return m.n }
+
+// Get returns the value stored under id, or the zero value.
+func (m *Map[V]) Get(id uint64) V {
+	var zero V
+	if s := &m.slots[id&m.mask]; s.v != zero && s.id == id {
+		return s.v
+	}
+	if m.overflow == nil {
+		return zero
+	}
+	return m.overflow[id]
+}
+
+// Add stores v, which must not be the zero value, under id and reports
+// true, or reports false and changes nothing when id is already present.
+func (m *Map[V]) Add(id uint64, v V) bool {
+	var zero V
+	s := &m.slots[id&m.mask]
+	switch {
+	case s.v != zero && s.id == id:
+		return false
+	case m.overflow != nil:
+		if _, dup := m.overflow[id]; dup {
+			return false
+		}
+	}
+	if s.v == zero {
+		s.id, s.v = id, v
+	} else {
+		if m.overflow == nil {
+			m.overflow = make(map[uint64]V)
+		}
+		m.overflow[id] = v
+	}
+	m.n++
+	return true
+}
+
+// Take removes the entry stored under id and returns its value, or returns
+// the zero value when there is none.
+func (m *Map[V]) Take(id uint64) V {
+	var zero V
+	if s := &m.slots[id&m.mask]; s.v != zero && s.id == id {
+		v := s.v
+		*s = entry[V]{}
+		m.n--
+		return v
+	}
+	v, ok := m.overflow[id]
+	if ok {
+		m.dropOverflow(id)
+		m.n--
+	}
+	return v
+}
+
+// dropOverflow removes id from the overflow map, and lets the map go once
+// it is empty: a map never shrinks, and a burst of slow entries should not
+// leave a large one behind.
+func (m *Map[V]) dropOverflow(id uint64) {
+	delete(m.overflow, id)
+	if len(m.overflow) == 0 {
+		m.overflow = nil
+	}
+}
+
+// RemoveIf removes the entries for which drop reports true and appends
+// their values to out, which it returns.
+func (m *Map[V]) RemoveIf(out []V, drop func(id uint64, v V) bool) []V {
+	var zero V
+	before := len(out)
+	for i := range m.slots {
+		if s := &m.slots[i]; s.v != zero && drop(s.id, s.v) {
+			out = append(out, s.v)
+			*s = entry[V]{}
+		}
+	}
+	for id, v := range m.overflow {
+		if drop(id, v) {
+			m.dropOverflow(id)
+			out = append(out, v)
+		}
+	}
+	m.n -= len(out) - before
+	return out
+}
+
+// Overflowed reports how many entries sit in the overflow map: ids whose
+// slot an older entry held when they were added.
+func (m *Map[V]) Overflowed() int { return len(m.overflow) }

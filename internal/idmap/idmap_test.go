@@ -1,0 +1,125 @@
+package idmap
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type val struct{ id uint64 }
+
+func TestInitRoundsUpToAPowerOfTwo(t *testing.T) {
+	var m Map[*val]
+	m.Init(5)
+	assert.Len(t, m.slots, 8)
+	m.Init(0)
+	assert.Len(t, m.slots, 1)
+}
+
+func TestRingAndOverflow(t *testing.T) {
+	var m Map[*val]
+	m.Init(4)
+	a, b, c := &val{1}, &val{5}, &val{9} // all in slot 1
+	require.True(t, m.Add(1, a))
+	require.True(t, m.Add(5, b), "a taken slot sends the id to the overflow map")
+	require.True(t, m.Add(9, c))
+	assert.Equal(t, 3, m.Len())
+	assert.Equal(t, 2, m.Overflowed())
+
+	for _, id := range []uint64{1, 5, 9} {
+		assert.False(t, m.Add(id, &val{id}), "id %d is already present", id)
+	}
+	assert.Same(t, b, m.Get(5))
+	assert.Nil(t, m.Get(13))
+
+	assert.Same(t, a, m.Take(1))
+	assert.Nil(t, m.Take(1), "taken once")
+	assert.False(t, m.Add(5, &val{5}), "an overflowed id is still found once its slot is free")
+	assert.Same(t, b, m.Take(5))
+	assert.Same(t, c, m.Take(9))
+	assert.Nil(t, m.overflow, "an emptied overflow map is let go")
+	assert.Zero(t, m.Len())
+
+	require.True(t, m.Add(9, c), "an id may come back once taken")
+	assert.Zero(t, m.Overflowed(), "and then takes its free slot")
+}
+
+func TestRemoveIf(t *testing.T) {
+	var m Map[*val]
+	m.Init(4)
+	for id := uint64(1); id <= 12; id++ {
+		require.True(t, m.Add(id, &val{id}))
+	}
+	require.Equal(t, 8, m.Overflowed())
+	odd := m.RemoveIf(nil, func(id uint64, v *val) bool {
+		assert.Equal(t, id, v.id)
+		return id%2 == 1
+	})
+	assert.Len(t, odd, 6)
+	for _, v := range odd {
+		assert.Equal(t, uint64(1), v.id%2)
+		assert.Nil(t, m.Get(v.id))
+	}
+	assert.Equal(t, 6, m.Len())
+	rest := m.RemoveIf(odd[:0], func(uint64, *val) bool { return true })
+	assert.Len(t, rest, 6)
+	assert.Zero(t, m.Len())
+	assert.Nil(t, m.overflow)
+}
+
+// TestAgainstAMap runs random operations on a Map and on a plain map and
+// checks that they agree after every step.
+func TestAgainstAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var m Map[*val]
+	m.Init(8)
+	ref := map[uint64]*val{}
+	next := uint64(1)
+	for step := range 20_000 {
+		var id uint64
+		if len(ref) > 0 && rng.IntN(2) == 0 {
+			for k := range ref { // an id in use, mostly an old one
+				id = k
+				break
+			}
+		} else if rng.IntN(10) == 0 {
+			id = rng.Uint64N(64) // anything, as a misbehaving peer sends
+		} else {
+			id = next
+			next++
+		}
+		switch rng.IntN(3) {
+		case 0:
+			v := &val{id}
+			_, present := ref[id]
+			require.Equal(t, !present, m.Add(id, v), "step %d: add %d", step, id)
+			if !present {
+				ref[id] = v
+			}
+		case 1:
+			require.Same(t, ref[id], m.Take(id), "step %d: take %d", step, id)
+			delete(ref, id)
+		case 2:
+			require.Same(t, ref[id], m.Get(id), "step %d: get %d", step, id)
+		}
+		require.Equal(t, len(ref), m.Len(), "step %d", step)
+	}
+}
+
+func BenchmarkAddTake(b *testing.B) {
+	var m Map[*val]
+	m.Init(64)
+	v := &val{}
+	const inFlight = 16
+	for id := uint64(1); id <= inFlight; id++ {
+		m.Add(id, v)
+	}
+	var id uint64
+	for b.Loop() {
+		id++
+		m.Take(id)
+		m.Add(id+inFlight, v)
+	}
+}
