@@ -145,11 +145,8 @@ func (r *CancelRegistry) expireLocked(now time.Time) {
 // carried them is gone and nobody waits for their replies.
 func (r *CancelRegistry) CancelAll() {
 	r.mu.Lock()
-	var ctxs []*invocationContext
-	r.mu.active.RemoveIf(nil, func(_ uint64, ctx *invocationContext) bool {
-		ctxs = append(ctxs, ctx) // they stay registered until Done
-		return false
-	})
+	ctxs := make([]*invocationContext, 0, r.mu.active.Len())
+	r.mu.active.Range(func(_ uint64, ctx *invocationContext) { ctxs = append(ctxs, ctx) })
 	r.mu.Unlock()
 	for _, ctx := range ctxs {
 		ctx.cancel()

@@ -41,10 +41,14 @@ func (m *Map[V]) Get(id uint64) V {
 	return m.overflow[id]
 }
 
-// Add stores v, which must not be the zero value, under id and reports
-// true, or reports false and changes nothing when id is already present.
+// Add stores v under id and reports true, or reports false and changes
+// nothing when id is already present. It panics when v is the zero value,
+// which stands for "no entry".
 func (m *Map[V]) Add(id uint64, v V) bool {
 	var zero V
+	if v == zero {
+		panic("idmap: Add of the zero value")
+	}
 	s := &m.slots[id&m.mask]
 	switch {
 	case s.v != zero && s.id == id:
@@ -91,6 +95,20 @@ func (m *Map[V]) dropOverflow(id uint64) {
 	delete(m.overflow, id)
 	if len(m.overflow) == 0 {
 		m.overflow = nil
+	}
+}
+
+// Range calls f for every entry, in no particular order. f must not change
+// m.
+func (m *Map[V]) Range(f func(id uint64, v V)) {
+	var zero V
+	for i := range m.slots {
+		if s := &m.slots[i]; s.v != zero {
+			f(s.id, s.v)
+		}
+	}
+	for id, v := range m.overflow {
+		f(id, v)
 	}
 }
 

@@ -46,6 +46,31 @@ func TestRingAndOverflow(t *testing.T) {
 	assert.Zero(t, m.Overflowed(), "and then takes its free slot")
 }
 
+func TestAddRefusesTheZeroValue(t *testing.T) {
+	var m Map[*val]
+	m.Init(4)
+	assert.Panics(t, func() { m.Add(1, nil) })
+	assert.Zero(t, m.Len())
+}
+
+func TestRange(t *testing.T) {
+	var m Map[*val]
+	m.Init(2)
+	want := map[uint64]bool{}
+	for id := uint64(1); id <= 6; id++ { // four of them overflow
+		require.True(t, m.Add(id, &val{id}))
+		want[id] = true
+	}
+	got := map[uint64]bool{}
+	m.Range(func(id uint64, v *val) {
+		assert.Equal(t, id, v.id)
+		assert.False(t, got[id], "id %d seen twice", id)
+		got[id] = true
+	})
+	assert.Equal(t, want, got)
+	assert.Equal(t, 6, m.Len(), "Range removes nothing")
+}
+
 func TestRemoveIf(t *testing.T) {
 	var m Map[*val]
 	m.Init(4)
