@@ -273,18 +273,18 @@ func (h *Host) DeliverInline(reqs []*Request) (run func()) {
 	if len(reqs) == 0 {
 		return nil
 	}
-	if h.kinds[reqs[0].Target.Type] != nil {
-		h.mu.RLock()
-		if a := h.mu.acts[reqs[0].Target]; a != nil {
-			for i, req := range reqs[:len(reqs)-1] {
-				req.next = reqs[i+1]
-			}
-			run = a.postInline(reqs[0])
-			h.mu.RUnlock()
-			return run
+	// Only activations of registered kinds exist, so finding one is enough:
+	// the kind is checked, by Deliver, only when there is none.
+	h.mu.RLock()
+	if a := h.mu.acts[reqs[0].Target]; a != nil {
+		for i, req := range reqs[:len(reqs)-1] {
+			req.next = reqs[i+1]
 		}
+		run = a.postInline(reqs[0])
 		h.mu.RUnlock()
+		return run
 	}
+	h.mu.RUnlock()
 	for _, req := range reqs {
 		h.Deliver(req)
 	}

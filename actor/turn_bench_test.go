@@ -2,6 +2,7 @@ package actor_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -42,7 +43,14 @@ func (r *encodingReplier) Reply(_ *actor.Request, reply proto.Message, err error
 // decoded: batches of 16 requests for one grain (a hot key, as the
 // connection runner delivers them), each run as its own turn through the
 // generated dispatcher, and the reply encoded. No network, no scheduler.
-func BenchmarkTurn(b *testing.B) {
+func BenchmarkTurn(b *testing.B) { benchTurns(b, 1) }
+
+// BenchmarkTurnPartitioned is BenchmarkTurn with the 16 requests of a
+// batch spread over 16 grains: each is delivered on its own and runs its
+// activation's mailbox, as the runner does when load spreads out.
+func BenchmarkTurnPartitioned(b *testing.B) { benchTurns(b, 16) }
+
+func benchTurns(b *testing.B, keys int) {
 	kind := &actor.Kind{
 		Type:       counter.CounterGrainType,
 		New:        func(id actor.GrainID) any { return counter.New(nil)(id) },
@@ -61,7 +69,10 @@ func BenchmarkTurn(b *testing.B) {
 		_ = h.Stop(ctx)
 	}()
 	payload, _ := proto.Marshal(&counter.AddRequest{Delta: 1})
-	id := actor.GrainID{Type: counter.CounterGrainType, Key: "hot"}
+	ids := make([]actor.GrainID, keys)
+	for k := range ids {
+		ids[k] = actor.GrainID{Type: counter.CounterGrainType, Key: fmt.Sprint("key-", k)}
+	}
 	const batch = 16
 	reqs := make([]*actor.Request, batch)
 	r := &encodingReplier{all: make(chan struct{}, 1)}
@@ -71,12 +82,20 @@ func BenchmarkTurn(b *testing.B) {
 		r.mu.Unlock()
 		for i := range reqs {
 			req := actor.NewRequest()
-			req.Target, req.CallID, req.MethodID = id, uint64(i), counter.Counter_Add_Method.ID
+			req.Target, req.CallID, req.MethodID = ids[i%keys], uint64(i), counter.Counter_Add_Method.ID
 			req.Payload, req.Budget, req.Reply = payload, 24*time.Second, r
 			reqs[i] = req
 		}
-		if run := h.DeliverInline(reqs); run != nil {
-			run()
+		if keys == 1 {
+			if run := h.DeliverInline(reqs); run != nil {
+				run()
+			}
+		} else {
+			for i := range reqs {
+				if run := h.DeliverInline(reqs[i : i+1]); run != nil {
+					run()
+				}
+			}
 		}
 		<-r.all
 	}
