@@ -5,8 +5,7 @@ package idmap
 // call Init first. It is not safe for concurrent use; its owners hold a
 // lock of their own.
 type Map[V comparable] struct {
-	slots    []entry[V] // a power of two of them
-	mask     uint64
+	slots    []entry[V]   // a power of two of them
 	overflow map[uint64]V // ids whose slot was taken; nil while empty
 	n        int
 }
@@ -16,6 +15,17 @@ type entry[V comparable] struct {
 	v  V
 }
 
+// holds reports whether the slot holds the entry for id.
+func (e *entry[V]) holds(id uint64) bool {
+	var zero V
+	return e.v != zero && e.id == id
+}
+
+// slot returns the ring slot id selects.
+func (m *Map[V]) slot(id uint64) *entry[V] {
+	return &m.slots[id&uint64(len(m.slots)-1)]
+}
+
 // Init makes m an empty map with a ring of at least slots slots (rounded up
 // to a power of two). Entries beyond the ring's reach cost a map entry each.
 func (m *Map[V]) Init(slots int) {
@@ -23,7 +33,7 @@ func (m *Map[V]) Init(slots int) {
 	for size < slots {
 		size <<= 1
 	}
-	*m = Map[V]{slots: make([]entry[V], size), mask: uint64(size - 1)}
+	*m = Map[V]{slots: make([]entry[V], size)}
 }
 
 // Len returns how many entries m holds.
@@ -31,12 +41,8 @@ func (m *Map[V]) Len() int { return m.n }
 
 // Get returns the value stored under id, or the zero value.
 func (m *Map[V]) Get(id uint64) V {
-	var zero V
-	if s := &m.slots[id&m.mask]; s.v != zero && s.id == id {
+	if s := m.slot(id); s.holds(id) {
 		return s.v
-	}
-	if m.overflow == nil {
-		return zero
 	}
 	return m.overflow[id]
 }
@@ -49,11 +55,11 @@ func (m *Map[V]) Add(id uint64, v V) bool {
 	if v == zero {
 		panic("idmap: Add of the zero value")
 	}
-	s := &m.slots[id&m.mask]
-	switch {
-	case s.v != zero && s.id == id:
+	s := m.slot(id)
+	if s.holds(id) {
 		return false
-	case m.overflow != nil:
+	}
+	if m.overflow != nil { // a lookup in a nil map still costs a call
 		if _, dup := m.overflow[id]; dup {
 			return false
 		}
@@ -73,8 +79,7 @@ func (m *Map[V]) Add(id uint64, v V) bool {
 // Take removes the entry stored under id and returns its value, or returns
 // the zero value when there is none.
 func (m *Map[V]) Take(id uint64) V {
-	var zero V
-	if s := &m.slots[id&m.mask]; s.v != zero && s.id == id {
+	if s := m.slot(id); s.holds(id) {
 		v := s.v
 		*s = entry[V]{}
 		m.n--

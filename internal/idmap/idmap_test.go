@@ -54,13 +54,8 @@ func TestAddRefusesTheZeroValue(t *testing.T) {
 }
 
 func TestRange(t *testing.T) {
-	var m Map[*val]
-	m.Init(2)
-	want := map[uint64]bool{}
-	for id := uint64(1); id <= 6; id++ { // four of them overflow
-		require.True(t, m.Add(id, &val{id}))
-		want[id] = true
-	}
+	m := filled(t, 2, 6) // four of them overflow
+	want := map[uint64]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true}
 	got := map[uint64]bool{}
 	m.Range(func(id uint64, v *val) {
 		assert.Equal(t, id, v.id)
@@ -72,11 +67,7 @@ func TestRange(t *testing.T) {
 }
 
 func TestRemoveIf(t *testing.T) {
-	var m Map[*val]
-	m.Init(4)
-	for id := uint64(1); id <= 12; id++ {
-		require.True(t, m.Add(id, &val{id}))
-	}
+	m := filled(t, 4, 12)
 	require.Equal(t, 8, m.Overflowed())
 	odd := m.RemoveIf(nil, func(id uint64, v *val) bool {
 		assert.Equal(t, id, v.id)
@@ -94,42 +85,81 @@ func TestRemoveIf(t *testing.T) {
 	assert.Nil(t, m.overflow)
 }
 
-// TestAgainstAMap runs random operations on a Map and on a plain map and
-// checks that they agree after every step.
+// TestAgainstAMap runs random operations on a Map and on a plain map, ids
+// mostly counting up as a connection's calls do, and checks that they agree
+// after every step.
 func TestAgainstAMap(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	var m Map[*val]
-	m.Init(8)
-	ref := map[uint64]*val{}
 	next := uint64(1)
-	for step := range 20_000 {
-		var id uint64
-		if len(ref) > 0 && rng.IntN(2) == 0 {
+	checkAgainstMap(t, 8, rand.New(rand.NewPCG(1, 2)), func(rng *rand.Rand, ref map[uint64]*val) uint64 {
+		switch {
+		case len(ref) > 0 && rng.IntN(2) == 0:
 			for k := range ref { // an id in use, mostly an old one
-				id = k
-				break
+				return k
 			}
-		} else if rng.IntN(10) == 0 {
-			id = rng.Uint64N(64) // anything, as a misbehaving peer sends
-		} else {
-			id = next
-			next++
+		case rng.IntN(10) == 0:
+			return rng.Uint64N(64) // anything, as a misbehaving peer sends
 		}
-		switch rng.IntN(3) {
-		case 0:
-			v := &val{id}
+		next++
+		return next - 1
+	})
+}
+
+// filled returns a Map with a ring of slots slots holding ids 1 to n.
+func filled(t *testing.T, slots, n int) *Map[*val] {
+	t.Helper()
+	m := new(Map[*val])
+	m.Init(slots)
+	for id := uint64(1); id <= uint64(n); id++ {
+		require.True(t, m.Add(id, &val{id}))
+	}
+	return m
+}
+
+// checkAgainstMap runs 20,000 random operations (Add, Take, Get and now
+// and then RemoveIf) on a Map with a ring of slots slots and on a plain
+// map, with ids from pick, and checks that they agree after every step.
+func checkAgainstMap(t *testing.T, slots int, rng *rand.Rand, pick func(rng *rand.Rand, ref map[uint64]*val) uint64) {
+	t.Helper()
+	var m Map[*val]
+	m.Init(slots)
+	ref := map[uint64]*val{}
+	for step := range 20_000 {
+		id := pick(rng, ref)
+		switch rng.IntN(8) {
+		case 0, 1, 2:
 			_, present := ref[id]
-			require.Equal(t, !present, m.Add(id, v), "step %d: add %d", step, id)
+			v := &val{id}
+			require.Equal(t, !present, m.Add(id, v), "slots %d step %d: add %d", slots, step, id)
 			if !present {
 				ref[id] = v
 			}
-		case 1:
-			require.Same(t, ref[id], m.Take(id), "step %d: take %d", step, id)
+		case 3, 4:
+			require.Same(t, ref[id], m.Take(id), "slots %d step %d: take %d", slots, step, id)
 			delete(ref, id)
-		case 2:
-			require.Same(t, ref[id], m.Get(id), "step %d: get %d", step, id)
+		case 5, 6:
+			require.Same(t, ref[id], m.Get(id), "slots %d step %d: get %d", slots, step, id)
+		case 7:
+			bit := rng.Uint64N(2)
+			got := m.RemoveIf(nil, func(id uint64, v *val) bool {
+				require.Same(t, ref[id], v, "RemoveIf sees %d under its own id", id)
+				return id%2 == bit
+			})
+			want := 0
+			for id := range ref {
+				if id%2 == bit {
+					delete(ref, id)
+					want++
+				}
+			}
+			require.Len(t, got, want, "slots %d step %d: remove", slots, step)
+			for _, v := range got {
+				require.Nil(t, m.Get(v.id))
+			}
 		}
-		require.Equal(t, len(ref), m.Len(), "step %d", step)
+		require.Equal(t, len(ref), m.Len(), "slots %d step %d", slots, step)
+		if m.overflow != nil {
+			require.NotZero(t, len(m.overflow), "an empty overflow map is let go")
+		}
 	}
 }
 

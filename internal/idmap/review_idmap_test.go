@@ -61,11 +61,7 @@ func TestOverflowedIDStaysUniqueAfterItsSlotFrees(t *testing.T) {
 // test that checked this through the call table now only reads the
 // overflow count, which cannot tell an empty map from a released one.
 func TestRemoveIfLetsAnEmptiedOverflowGoWhileTheRingKeepsEntries(t *testing.T) {
-	var m Map[*val]
-	m.Init(2)
-	for id := uint64(1); id <= 6; id++ {
-		require.True(t, m.Add(id, &val{id}))
-	}
+	m := filled(t, 2, 6)
 	require.Equal(t, 4, m.Overflowed())
 	out := m.RemoveIf([]*val{{99}}, func(id uint64, _ *val) bool { return id > 2 })
 	assert.Len(t, out, 5, "appended to what out held")
@@ -75,52 +71,13 @@ func TestRemoveIfLetsAnEmptiedOverflowGoWhileTheRingKeepsEntries(t *testing.T) {
 	assert.NotNil(t, m.Get(2))
 }
 
-// TestAgainstAMapWithRemoveIf is TestAgainstAMap on a tiny ring with ids
-// that collide all the time, RemoveIf included.
+// TestAgainstAMapWithRemoveIf is TestAgainstAMap on tiny rings with ids
+// that collide all the time, the extremes included.
 func TestAgainstAMapWithRemoveIf(t *testing.T) {
+	ids := []uint64{0, 1, 2, 3, 8, 9, 16, math.MaxUint64, math.MaxUint64 - 1, math.MaxUint64 - 8}
 	for _, slots := range []int{1, 2, 8} {
-		rng := rand.New(rand.NewPCG(uint64(slots), 3))
-		var m Map[*val]
-		m.Init(slots)
-		ref := map[uint64]*val{}
-		ids := []uint64{0, 1, 2, 3, 8, 9, 16, math.MaxUint64, math.MaxUint64 - 1, math.MaxUint64 - 8}
-		for step := range 20_000 {
-			id := ids[rng.IntN(len(ids))]
-			switch rng.IntN(8) {
-			case 0, 1, 2:
-				_, present := ref[id]
-				v := &val{id}
-				require.Equal(t, !present, m.Add(id, v), "slots %d step %d: add %d", slots, step, id)
-				if !present {
-					ref[id] = v
-				}
-			case 3, 4:
-				require.Same(t, ref[id], m.Take(id), "slots %d step %d: take %d", slots, step, id)
-				delete(ref, id)
-			case 5, 6:
-				require.Same(t, ref[id], m.Get(id), "slots %d step %d: get %d", slots, step, id)
-			case 7:
-				bit := rng.Uint64N(2)
-				got := m.RemoveIf(nil, func(id uint64, v *val) bool {
-					require.Same(t, ref[id], v, "RemoveIf sees %d under its own id", id)
-					return id%2 == bit
-				})
-				want := 0
-				for id := range ref {
-					if id%2 == bit {
-						delete(ref, id)
-						want++
-					}
-				}
-				require.Len(t, got, want, "slots %d step %d: remove", slots, step)
-				for _, v := range got {
-					require.Nil(t, m.Get(v.id))
-				}
-			}
-			require.Equal(t, len(ref), m.Len(), "slots %d step %d", slots, step)
-			if m.overflow != nil {
-				require.NotZero(t, len(m.overflow), "an empty overflow map is let go")
-			}
-		}
+		checkAgainstMap(t, slots, rand.New(rand.NewPCG(uint64(slots), 3)), func(rng *rand.Rand, _ map[uint64]*val) uint64 {
+			return ids[rng.IntN(len(ids))]
+		})
 	}
 }
