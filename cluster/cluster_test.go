@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -350,5 +351,35 @@ func waitDone(t *testing.T, p *pending) {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call was never completed")
+	}
+}
+
+// TestEndpointStatsAddSumsEveryCounter sets every counter, nested ones
+// included, and checks that Add sums each: a counter added to a stats
+// type but not to its Add fails here.
+func TestEndpointStatsAddSumsEveryCounter(t *testing.T) {
+	var one EndpointStats
+	setInts(reflect.ValueOf(&one).Elem(), 1)
+	var sum EndpointStats
+	sum.Add(one)
+	sum.Add(one)
+	var want EndpointStats
+	setInts(reflect.ValueOf(&want).Elem(), 2)
+	assert.Equal(t, want, sum)
+}
+
+// setInts sets every integer field of v, recursively, to n.
+func setInts(v reflect.Value, n int) {
+	for i := range v.NumField() {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Struct:
+			setInts(f, n)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(n))
+		case reflect.Uint64:
+			f.SetUint(uint64(n))
+		default:
+			panic("setInts: unexpected field kind " + f.Kind().String())
+		}
 	}
 }

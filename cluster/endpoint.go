@@ -406,6 +406,16 @@ type EndpointStats struct {
 	Transport     transport.Stats // the connection's traffic
 }
 
+// Add adds o's counters to s, to total several endpoints.
+func (s *EndpointStats) Add(o EndpointStats) {
+	s.Pending += o.Pending
+	s.CancelWatches += o.CancelWatches
+	s.CancelsSent += o.CancelsSent
+	s.Timeouts += o.Timeouts
+	s.Inbound.Add(o.Inbound)
+	s.Transport.Add(o.Transport)
+}
+
 // Stats returns the endpoint's counters.
 func (e *Endpoint) Stats() EndpointStats {
 	return EndpointStats{

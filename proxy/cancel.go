@@ -162,6 +162,15 @@ type CancelStats struct {
 	EarlyCancels int64 // cancels that arrived for an unknown id
 }
 
+// Add adds o's counters to s, to total several registries.
+func (s *CancelStats) Add(o CancelStats) {
+	s.Active += o.Active
+	s.Early += o.Early
+	s.Registered += o.Registered
+	s.Cancelled += o.Cancelled
+	s.EarlyCancels += o.EarlyCancels
+}
+
 // Stats returns the registry's counters.
 func (r *CancelRegistry) Stats() CancelStats {
 	r.mu.Lock()

@@ -333,22 +333,7 @@ func (s *Silo) Stats() Stats {
 	}
 	st.Clients = len(eps)
 	for _, ep := range eps {
-		e := ep.Stats()
-		st.Gateway.Pending += e.Pending
-		st.Gateway.CancelWatches += e.CancelWatches
-		st.Gateway.CancelsSent += e.CancelsSent
-		st.Gateway.Timeouts += e.Timeouts
-		st.Gateway.Inbound.Active += e.Inbound.Active
-		st.Gateway.Inbound.Early += e.Inbound.Early
-		st.Gateway.Inbound.Registered += e.Inbound.Registered
-		st.Gateway.Inbound.Cancelled += e.Inbound.Cancelled
-		st.Gateway.Inbound.EarlyCancels += e.Inbound.EarlyCancels
-		st.Gateway.Transport.FramesQueued += e.Transport.FramesQueued
-		st.Gateway.Transport.FramesWritten += e.Transport.FramesWritten
-		st.Gateway.Transport.BatchesWritten += e.Transport.BatchesWritten
-		st.Gateway.Transport.BytesWritten += e.Transport.BytesWritten
-		st.Gateway.Transport.FramesRead += e.Transport.FramesRead
-		st.Gateway.Transport.BytesRead += e.Transport.BytesRead
+		st.Gateway.Add(ep.Stats())
 	}
 	st.Flusher = s.flusher.Stats()
 	return st

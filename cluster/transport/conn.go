@@ -58,6 +58,16 @@ type Stats struct {
 	BytesRead      uint64 // body bytes delivered to HandleFrame
 }
 
+// Add adds o's counters to s, to total several connections.
+func (s *Stats) Add(o Stats) {
+	s.FramesQueued += o.FramesQueued
+	s.FramesWritten += o.FramesWritten
+	s.BatchesWritten += o.BatchesWritten
+	s.BytesWritten += o.BytesWritten
+	s.FramesRead += o.FramesRead
+	s.BytesRead += o.BytesRead
+}
+
 // Conn is one framed connection carrying frames in both directions. It runs two
 // goroutines: a reader, which calls the Handler, and a writer, which writes
 // frames queued by Send in batches. Send, Close and the accessors are safe for
