@@ -411,18 +411,15 @@ func (in *Interner) lookup(b []byte) string {
 	return ""
 }
 
-// keyCacheSize is how many grain keys a Decoder remembers.
-const keyCacheSize = 64
+// keySets is how many sets a Decoder's key cache has; each set holds two
+// keys, so that two keys landing in one set (16 keys spread over 64 sets
+// almost always put two in one) do not evict each other on every call.
+const keySets = 64
 
-// Decoder decodes the envelopes arriving on one connection. Besides the
-// Interner's canonical grain types, it remembers the last grain type and
-// the grain keys it decoded recently, so that the requests of busy grains
-// neither allocate a copy of their key nor check its UTF-8 again. A
-// Decoder is not safe for concurrent use: a connection's reader owns it.
 type Decoder struct {
 	in       *Interner
 	lastType string
-	keys     [keyCacheSize]string
+	keys     [keySets][2]string // per set, the most recently remembered first
 }
 
 // NewDecoder returns a decoder that interns through in (which may be nil).
@@ -560,29 +557,35 @@ func (d *Decoder) grainKey(b []byte) string {
 	if d == nil || len(b) == 0 {
 		return ""
 	}
-	if s := d.keys[keySlot(b)]; s == string(b) {
+	set := &d.keys[keySet(b)]
+	if s := set[0]; s == string(b) {
+		return s
+	}
+	if s := set[1]; s == string(b) {
 		return s
 	}
 	return ""
 }
 
-// remember keeps a decoded (and validated) key for later frames.
+// remember keeps a decoded (and validated) key for later frames, in front
+// of its set; the set's older key is forgotten.
 func (d *Decoder) remember(key string) {
 	if d != nil && key != "" {
-		d.keys[keySlot(key)] = key
+		set := &d.keys[keySet(key)]
+		set[0], set[1] = key, set[0]
 	}
 }
 
-// keySlot picks a key's cache slot from its length, its first byte and its
+// keySet picks a key's cache set from its length, its first byte and its
 // last four: constant work, whatever the key's length, and keys that count
-// up (user-17, user-18, ...) land in different slots. Keys that differ
-// only elsewhere share a slot and evict each other.
-func keySlot[T string | []byte](b T) int {
+// up (user-17, user-18, ...) land in different sets. Keys that differ
+// only elsewhere share a set.
+func keySet[T string | []byte](b T) int {
 	n := len(b)
 	h := uint32(n)*0x9e3779b1 ^ uint32(b[0])
 	for i := max(1, n-4); i < n; i++ {
 		h = (h ^ uint32(b[i])) * 16777619
 	}
 	h ^= h >> 15
-	return int(h % keyCacheSize)
+	return int(h % keySets)
 }
