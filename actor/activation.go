@@ -62,6 +62,8 @@ type activation struct {
 	pending   map[*Deferred]struct{} // deferred replies not yet answered
 
 	mb mailbox // the actor's protoactor mailbox; see postInline
+
+	sameKey *activation // the next activation under the same key in the host's catalog; guarded by the host's lock
 }
 
 // post enqueues a message unless the actor is already stopping.

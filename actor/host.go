@@ -120,7 +120,7 @@ type Host struct {
 
 	mu struct {
 		sync.RWMutex
-		acts      map[GrainID]*activation
+		acts      catalog
 		started   bool
 		stopping  bool
 		collector clock.Timer
@@ -167,7 +167,7 @@ func NewHost(opts HostOptions, kinds []*Kind, optFns ...HostOption) (*Host, erro
 		}
 		h.kinds[k.Type] = k
 	}
-	h.mu.acts = make(map[GrainID]*activation)
+	h.mu.acts.init()
 	return h, nil
 }
 
@@ -237,7 +237,7 @@ func (h *Host) Deliver(req *Request) {
 		return
 	}
 	h.mu.RLock()
-	if a := h.mu.acts[req.Target]; a != nil {
+	if a := h.mu.acts.get(req.Target); a != nil {
 		a.post(req)
 		h.mu.RUnlock()
 		return
@@ -250,10 +250,10 @@ func (h *Host) Deliver(req *Request) {
 		req.Reply.Reply(req, nil, ErrStopping)
 		return
 	}
-	a := h.mu.acts[req.Target]
+	a := h.mu.acts.get(req.Target)
 	if a == nil {
 		a = h.newActivation(kind, req.Target)
-		h.mu.acts[req.Target] = a
+		h.mu.acts.add(a)
 		a.post(activateMsg{})
 	}
 	a.post(req)
@@ -276,7 +276,7 @@ func (h *Host) DeliverInline(reqs []*Request) (run func()) {
 	// Only activations of registered kinds exist, so finding one is enough:
 	// the kind is checked, by Deliver, only when there is none.
 	h.mu.RLock()
-	if a := h.mu.acts[reqs[0].Target]; a != nil {
+	if a := h.mu.acts.get(reqs[0].Target); a != nil {
 		for i, req := range reqs[:len(reqs)-1] {
 			req.next = reqs[i+1]
 		}
@@ -294,7 +294,7 @@ func (h *Host) DeliverInline(reqs []*Request) (run func()) {
 // Stats returns the host's counters.
 func (h *Host) Stats() HostStats {
 	h.mu.RLock()
-	active := len(h.mu.acts)
+	active := h.mu.acts.len()
 	h.mu.RUnlock()
 	return HostStats{
 		Active:             active,
@@ -313,16 +313,16 @@ func (h *Host) Stats() HostStats {
 func (h *Host) IsActive(id GrainID) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.mu.acts[id] != nil
+	return h.mu.acts.get(id) != nil
 }
 
 // Active lists the grains active on this host.
 func (h *Host) Active() []GrainID {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	ids := make([]GrainID, 0, len(h.mu.acts))
-	for id := range h.mu.acts {
-		ids = append(ids, id)
+	ids := make([]GrainID, 0, h.mu.acts.len())
+	for a := range h.mu.acts.all {
+		ids = append(ids, a.id)
 	}
 	return ids
 }
@@ -332,7 +332,7 @@ func (h *Host) Active() []GrainID {
 func (h *Host) Deactivate(id GrainID) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	a := h.mu.acts[id]
+	a := h.mu.acts.get(id)
 	if a == nil {
 		return false
 	}
@@ -356,10 +356,10 @@ func (h *Host) Stop(ctx context.Context) error {
 		if h.mu.collector != nil {
 			h.mu.collector.Stop()
 		}
-		for _, a := range h.mu.acts {
+		for a := range h.mu.acts.all {
 			a.post(deactivateMsg{reason: "shutting down"})
 		}
-		if len(h.mu.acts) == 0 {
+		if h.mu.acts.len() == 0 {
 			close(h.mu.empty)
 		}
 	}
@@ -385,10 +385,8 @@ func (h *Host) Stop(ctx context.Context) error {
 func (h *Host) remove(a *activation) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.mu.acts[a.id] == a {
-		delete(h.mu.acts, a.id)
-	}
-	if h.mu.stopping && len(h.mu.acts) == 0 {
+	h.mu.acts.remove(a)
+	if h.mu.stopping && h.mu.acts.len() == 0 {
 		select {
 		case <-h.mu.empty:
 		default:
@@ -405,7 +403,7 @@ func (h *Host) collect() {
 	if h.mu.stopping {
 		return
 	}
-	for _, a := range h.mu.acts {
+	for a := range h.mu.acts.all {
 		if a.idleFor(now) >= a.collectionAge {
 			a.post(deactivateMsg{reason: "idle", idle: true})
 		}

@@ -526,7 +526,7 @@ func TestPeriodicTimer(t *testing.T) {
 	done := make(chan *Timer, 1)
 	// Register from inside a turn, as grains do.
 	f.host.mu.RLock()
-	a := f.host.mu.acts[GrainID{testType, "a"}]
+	a := f.host.mu.acts.get(GrainID{testType, "a"})
 	f.host.mu.RUnlock()
 	a.post(turnFunc(func() {
 		done <- a.gc.RegisterTimer(time.Second, time.Second, func() { ticks.Add(1) })
@@ -565,7 +565,7 @@ func TestDeferOutsideTurn(t *testing.T) {
 	_, err := f.call("a", mGet, 0)
 	require.NoError(t, err)
 	f.host.mu.RLock()
-	a := f.host.mu.acts[GrainID{testType, "a"}]
+	a := f.host.mu.acts.get(GrainID{testType, "a"})
 	f.host.mu.RUnlock()
 	errc := make(chan error, 1)
 	a.post(turnFunc(func() { _, err := a.gc.Defer(); errc <- err }))

@@ -418,7 +418,7 @@ func waitIdle(t *testing.T, a *activation) {
 func (f *fixture) activation(key string) *activation {
 	f.host.mu.RLock()
 	defer f.host.mu.RUnlock()
-	return f.host.mu.acts[GrainID{testType, key}]
+	return f.host.mu.acts.get(GrainID{testType, key})
 }
 
 // A panic escaping a turn (here: the Replier's) restarts the actor; the

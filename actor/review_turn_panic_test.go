@@ -16,7 +16,7 @@ func TestReviewTimerPanicDeactivatesLikeAMethodPanic(t *testing.T) {
 	_, err := f.call("a", mAdd, 5)
 	require.NoError(t, err)
 	f.host.mu.RLock()
-	a := f.host.mu.acts[GrainID{testType, "a"}]
+	a := f.host.mu.acts.get(GrainID{testType, "a"})
 	f.host.mu.RUnlock()
 	a.post(turnFunc(func() {
 		a.gc.AfterFunc(time.Second, func() { panic("timer bug") })
