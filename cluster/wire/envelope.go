@@ -416,6 +416,11 @@ func (in *Interner) lookup(b []byte) string {
 // almost always put two in one) do not evict each other on every call.
 const keySets = 64
 
+// Decoder decodes the envelopes arriving on one connection. Besides the
+// Interner's canonical grain types, it remembers the last grain type and
+// the grain keys it decoded recently, so that the requests of busy grains
+// neither allocate a copy of their key nor check its UTF-8 again. A
+// Decoder is not safe for concurrent use: a connection's reader owns it.
 type Decoder struct {
 	in       *Interner
 	lastType string
