@@ -1,0 +1,108 @@
+package actor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// Two grain types with the same keys share the catalog's entries; under
+// concurrent calls, deliveries in batches and deactivations, every request
+// still reaches its own type's grain: each grain's state, kept across its
+// activations by the store, ends at exactly the number of adds it was sent.
+func TestCatalogTwoTypesUnderOneKeyUnderLoad(t *testing.T) {
+	f := newFixture(t, HostOptions{}) // for its counters, release channel and store
+	const otherType = "test.Other"
+	kind := func(typ string) *Kind {
+		return &Kind{Type: typ, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
+			return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
+				release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
+		}}
+	}
+	h, err := NewHost(HostOptions{}, []*Kind{kind(testType), kind(otherType)}, WithClock(f.clock),
+		WithStateStore(f.store), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	require.NoError(t, err)
+	require.NoError(t, h.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, h.Stop(ctx))
+	})
+
+	one, err := proto.Marshal(wrapperspb.Int64(1))
+	require.NoError(t, err)
+	types := []string{testType, otherType}
+	keys := []string{"k0", "k1", "k2"}
+	call := func(id GrainID, method uint32, inline bool) (int64, error) {
+		rc := make(chanReplier, 1)
+		req := &Request{Target: id, MethodID: method, Payload: one, Reply: rc}
+		if inline {
+			if run := h.DeliverInline([]*Request{req}); run != nil {
+				run()
+			}
+		} else {
+			h.Deliver(req)
+		}
+		select {
+		case r := <-rc:
+			if r.err != nil {
+				return 0, r.err
+			}
+			return r.reply.(*wrapperspb.Int64Value).Value, nil
+		case <-time.After(10 * time.Second): // a lost request; not a timing assertion
+			return 0, fmt.Errorf("%v: no answer", id)
+		}
+	}
+
+	const workers, perWorker = 6, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	sent := make(map[GrainID]int64)
+	var sentMu sync.Mutex
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				id := GrainID{Type: types[(w+i)%2], Key: keys[(w*7+i)%3]}
+				method := uint32(mAdd)
+				if i%50 == 49 {
+					method = mLeave // deactivate; the next call reactivates from the store
+				}
+				if _, err := call(id, method, i%2 == 0); err != nil {
+					errs <- err
+					return
+				}
+				if method == mLeave {
+					continue
+				}
+				sentMu.Lock()
+				sent[id]++
+				sentMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+
+	for _, typ := range types {
+		for _, key := range keys {
+			id := GrainID{Type: typ, Key: key}
+			got, err := call(id, mGet, false)
+			require.NoError(t, err)
+			require.Equal(t, sent[id], got, "%v", id)
+		}
+	}
+	require.Equal(t, 6, h.Stats().Active, fmt.Sprint(h.Active()))
+}
