@@ -1,10 +1,7 @@
 package actor
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -19,23 +16,10 @@ import (
 // still reaches its own type's grain: each grain's state, kept across its
 // activations by the store, ends at exactly the number of adds it was sent.
 func TestCatalogTwoTypesUnderOneKeyUnderLoad(t *testing.T) {
-	f := newFixture(t, HostOptions{}) // for its counters, release channel and store
 	const otherType = "test.Other"
-	kind := func(typ string) *Kind {
-		return &Kind{Type: typ, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
-			return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
-				release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
-		}}
-	}
-	h, err := NewHost(HostOptions{}, []*Kind{kind(testType), kind(otherType)}, WithClock(f.clock),
-		WithStateStore(f.store), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	require.NoError(t, err)
-	require.NoError(t, h.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, h.Stop(ctx))
-	})
+	// A fixture for its clock, store and counters; its own one-type host
+	// stays idle.
+	h := newFixture(t, HostOptions{}).startHost(HostOptions{}, testType, otherType)
 
 	one, err := proto.Marshal(wrapperspb.Int64(1))
 	require.NoError(t, err)

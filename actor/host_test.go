@@ -236,21 +236,31 @@ func newFixture(t *testing.T, opts HostOptions) *fixture {
 	t.Helper()
 	f := &fixture{t: t, clock: clock.NewFake(time.Unix(1_000_000, 0)), store: &memStore{data: map[GrainID][]byte{}},
 		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64)}
-	kind := &Kind{Type: testType, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
-		return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
-			release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
-	}}
-	h, err := NewHost(opts, []*Kind{kind}, WithClock(f.clock), WithStateStore(f.store),
+	f.host = f.startHost(opts, testType)
+	return f
+}
+
+// startHost starts a host with a test grain kind for each of types, sharing
+// f's clock, store and counters, and stops it when the test ends.
+func (f *fixture) startHost(opts HostOptions, types ...string) *Host {
+	f.t.Helper()
+	kinds := make([]*Kind, len(types))
+	for i, typ := range types {
+		kinds[i] = &Kind{Type: typ, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
+			return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
+				release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
+		}}
+	}
+	h, err := NewHost(opts, kinds, WithClock(f.clock), WithStateStore(f.store),
 		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	require.NoError(t, err)
-	require.NoError(t, h.Start(context.Background()))
-	f.host = h
-	t.Cleanup(func() {
+	require.NoError(f.t, err)
+	require.NoError(f.t, h.Start(context.Background()))
+	f.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		require.NoError(t, h.Stop(ctx))
+		require.NoError(f.t, h.Stop(ctx))
 	})
-	return f
+	return h
 }
 
 func (f *fixture) send(ctx context.Context, key string, method uint32, v int64, budget time.Duration) chanReplier {
