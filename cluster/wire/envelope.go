@@ -440,6 +440,10 @@ func (d *Decoder) Decode(b []byte, e *Envelope) error { return e.decode(b, d.in,
 // It reports false, leaving e to be overwritten, for anything else, which
 // the general decoder then handles; what it accepts it decodes exactly as
 // that decoder would. It takes a third off decoding an ordinary call.
+//
+// Each field is read in line, at the cost of repetition: with the reads in
+// small helpers, which the compiler does not inline, BenchmarkDecoderDecodeCall
+// went from 40.8 to 53.9 ns.
 func (d *Decoder) fastRequest(b []byte, e *Envelope) bool {
 	const (
 		kindTag   = byte(fieldKind)<<3 | byte(protowire.VarintType)
