@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +62,8 @@ type callTable struct {
 		calls     idmap.Map[*pending]
 		closed    error
 		sweeping  bool
-		lastSweep int64 // unix nanos of the last sweep, while sweeping
+		lastSweep int64  // unix nanos of the last sweep, while sweeping
+		swept     uint64 // nextID at the last sweep: later calls have estimated deadlines
 	}
 	timeouts atomic.Int64
 }
@@ -74,9 +76,12 @@ func (t *callTable) init(c clock.Clock, interval time.Duration) {
 // add registers p under a fresh call id.
 //
 // While the sweep runs, the deadline is taken from the time of the last
-// sweep plus one interval (the time of the next sweep) instead of reading
-// the clock: under load no call reads the clock, and a deadline is never
-// earlier than the exact one, only up to one interval later.
+// sweep plus one interval (when the next sweep is due) instead of reading
+// the clock: under load no call reads the clock. A sweep that runs late
+// first moves the deadlines of the calls added since the previous one by
+// its lateness, so a deadline is never earlier than the exact one, only up
+// to one interval (and the timer's lateness) later. Deadlines saturate: a
+// timeout of math.MaxInt64, a common way to say "never", does not wrap.
 func (t *callTable) add(p *pending) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -84,11 +89,12 @@ func (t *callTable) add(p *pending) (uint64, error) {
 		return 0, fmt.Errorf("%w: %w", ErrNotSent, t.mu.closed)
 	}
 	if t.mu.sweeping {
-		p.deadline = t.mu.lastSweep + int64(t.interval) + int64(p.call.Timeout)
+		p.deadline = addSaturating(t.mu.lastSweep+int64(t.interval), int64(p.call.Timeout))
 	} else {
 		now := t.clock.Now().UnixNano()
-		p.deadline = now + int64(p.call.Timeout)
+		p.deadline = addSaturating(now, int64(p.call.Timeout))
 		t.mu.lastSweep = now // the next sweep is one interval from now
+		t.mu.swept = t.mu.nextID
 		t.mu.sweeping = true
 		t.clock.AfterFunc(t.interval, t.sweep)
 	}
@@ -111,8 +117,16 @@ func (t *callTable) take(id uint64) *pending {
 func (t *callTable) sweep() {
 	now := t.clock.Now().UnixNano()
 	t.mu.Lock()
-	t.mu.lastSweep = now
-	expired := t.mu.calls.RemoveIf(nil, func(_ uint64, p *pending) bool { return now >= p.deadline })
+	// Calls added since the previous sweep took this one's due time as the
+	// present; when it runs late, their deadlines move by as much.
+	late, swept := now-(t.mu.lastSweep+int64(t.interval)), t.mu.swept
+	t.mu.lastSweep, t.mu.swept = now, t.mu.nextID
+	expired := t.mu.calls.RemoveIf(nil, func(id uint64, p *pending) bool {
+		if late > 0 && id > swept {
+			p.deadline = addSaturating(p.deadline, late)
+		}
+		return now >= p.deadline
+	})
 	if t.mu.calls.Len() > 0 && t.mu.closed == nil {
 		t.clock.AfterFunc(t.interval, t.sweep)
 	} else {
@@ -145,4 +159,13 @@ func (t *callTable) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.mu.calls.Len()
+}
+
+// addSaturating returns a+b for b >= 0, or math.MaxInt64 when that
+// overflows.
+func addSaturating(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
