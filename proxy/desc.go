@@ -117,7 +117,7 @@ func (s *ServiceDesc) Validate() error {
 func NewRef(c Caller, grainType, key string) Ref {
 	r := Ref{caller: c, id: actor.GrainID{Type: grainType, Key: key}, timeout: c.ResponseTimeout()}
 	if f, ok := c.(outgoingFilterer); ok && len(f.OutgoingFilters()) > 0 {
-		r.filtered = chainOutgoing(f.OutgoingFilters(), c.Call) // built once, not per call
+		r.filtered = chainOutgoing(f.OutgoingFilters(), afterFilters(c)) // built once, not per call
 	}
 	return r
 }

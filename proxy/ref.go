@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -127,7 +128,16 @@ func (r Ref) Invoke(ctx context.Context, m *MethodDesc, in, out proto.Message, o
 // left before ctx's deadline when that is shorter. It fails with
 // ErrBudgetExpired when the deadline has already passed.
 func Budget(ctx context.Context, timeout time.Duration) (time.Duration, error) {
-	budget := timeout / budgetDenominator * budgetNumerator
+	var budget time.Duration
+	switch {
+	case timeout <= 0:
+	case timeout <= math.MaxInt64/budgetNumerator:
+		// Multiplying first keeps tiny timeouts from rounding to no
+		// budget, which the callee would read as an unbounded call.
+		budget = max(timeout*budgetNumerator/budgetDenominator, 1)
+	default:
+		budget = timeout / budgetDenominator * budgetNumerator
+	}
 	if deadline, ok := ctx.Deadline(); ok {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -138,6 +148,29 @@ func Budget(ctx context.Context, timeout time.Duration) (time.Duration, error) {
 		}
 	}
 	return budget, nil
+}
+
+// afterFilters is the last step of a filtered call, before c sends it. A
+// filter may pass on a context of its own (one with a deadline, say) or
+// change the call's timeout, so what Invoke derived from the caller's
+// context is derived again from the one that reaches the caller: whether
+// the call can be cancelled, and for a bounded method a budget that fits
+// both the timeout and that context's deadline. A budget a filter set
+// lower is kept.
+func afterFilters(c Caller) Invoker {
+	return func(ctx context.Context, call Call, in, out proto.Message) error {
+		call.Cancellable = ctx.Done() != nil
+		if call.Method.Bounded {
+			budget, err := Budget(ctx, call.Timeout)
+			if err != nil {
+				return err
+			}
+			if call.Budget <= 0 || budget < call.Budget {
+				call.Budget = budget
+			}
+		}
+		return c.Call(ctx, call, in, out)
+	}
 }
 
 func chainOutgoing(filters []OutgoingFilter, last Invoker) Invoker {
