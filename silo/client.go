@@ -25,7 +25,8 @@ const DefaultDialTimeout = 5 * time.Second
 
 // ClientOptions are a client's data settings.
 type ClientOptions struct {
-	// Gateway is the host:port of a gateway silo. Required.
+	// Gateway is the host:port of a gateway silo, with a numeric port.
+	// Required.
 	Gateway string
 	// ResponseTimeout is the default response timeout of calls. Bounded
 	// methods get 80% of it as their budget. Default 30 s.
@@ -58,7 +59,7 @@ func (o *ClientOptions) EnsureDefaults() {
 // Validate reports every invalid field.
 func (o *ClientOptions) Validate() error {
 	c := fieldChecks{prefix: "silo: client "}
-	c.address("Gateway", o.Gateway)
+	c.address("Gateway", o.Gateway, 1)
 	c.positive("ResponseTimeout", o.ResponseTimeout)
 	c.positive("DialTimeout", o.DialTimeout)
 	c.frameSize("MaxFrameSize", o.MaxFrameSize)

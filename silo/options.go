@@ -31,8 +31,8 @@ type Options struct {
 	// Name identifies the silo in logs and, later, in the cluster.
 	// Default "<hostname>-<pid>".
 	Name string
-	// GatewayAddress is where the gateway listens for clients, host:port.
-	// Port 0 picks a free port (see Silo.GatewayAddr). Default
+	// GatewayAddress is where the gateway listens for clients, host:port
+	// with a numeric port. Port 0 picks a free port (see Silo.GatewayAddr). Default
 	// 127.0.0.1:30000: loopback only unless you say otherwise.
 	GatewayAddress string
 	// DisableGateway runs the silo without accepting clients.
@@ -89,7 +89,7 @@ func (o *Options) EnsureDefaults() {
 func (o *Options) Validate() error {
 	c := fieldChecks{prefix: "silo: "}
 	if !o.DisableGateway {
-		c.address("GatewayAddress", o.GatewayAddress)
+		c.address("GatewayAddress", o.GatewayAddress, 0)
 	}
 	c.positive("ResponseTimeout", o.ResponseTimeout)
 	c.positive("CollectionAge", o.CollectionAge)
@@ -119,9 +119,16 @@ func (c *fieldChecks) nonNegative(name string, d time.Duration) {
 	}
 }
 
-func (c *fieldChecks) address(name, addr string) {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+// address checks a host:port with a numeric port no lower than minPort:
+// 0 for an address to listen on (any free port), 1 for one to dial.
+func (c *fieldChecks) address(name, addr string, minPort int) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
 		c.errs = append(c.errs, fmt.Errorf("%s%s %q: %w", c.prefix, name, addr, err))
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < minPort || n > 65535 {
+		c.errs = append(c.errs, fmt.Errorf("%s%s %q: the port must be a number from %d to 65535", c.prefix, name, addr, minPort))
 	}
 }
 

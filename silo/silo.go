@@ -75,8 +75,7 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 		s.deps.store = persistence.NewMemoryStore()
 	}
 	s.log = s.deps.log.With(slog.String("silo", opts.Name))
-	flusher, err := persistence.NewFlusher(s.deps.store, persistence.FlusherOptions{Period: opts.FlushPeriod},
-		persistence.WithClock(s.deps.clock), persistence.WithLogger(s.log))
+	flusher, err := s.newFlusher()
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +136,11 @@ func (s *Silo) RegisterGrain(desc *proxy.ServiceDesc, factory func(id actor.Grai
 	return nil
 }
 
+func (s *Silo) newFlusher() (*persistence.Flusher, error) {
+	return persistence.NewFlusher(s.deps.store, persistence.FlusherOptions{Period: s.opts.FlushPeriod},
+		persistence.WithClock(s.deps.clock), persistence.WithLogger(s.log))
+}
+
 // Start starts the activation host, the state flusher and the gateway.
 func (s *Silo) Start(ctx context.Context) error {
 	s.mu.Lock()
@@ -154,8 +158,17 @@ func (s *Silo) Start(ctx context.Context) error {
 	if err := s.flusher.Start(ctx); err != nil {
 		return err
 	}
-	if err := host.Start(ctx); err != nil {
+	// undo stops what a failed Start started. A stopped flusher cannot
+	// start again, so the silo gets a fresh one: Start may be retried,
+	// once the gateway's port is free, say.
+	undo := func() {
 		_ = s.flusher.Stop(ctx)
+		if f, err := s.newFlusher(); err == nil { // the options were valid in New
+			s.flusher = f
+		}
+	}
+	if err := host.Start(ctx); err != nil {
+		undo()
 		return err
 	}
 	if !s.opts.DisableGateway {
@@ -170,7 +183,7 @@ func (s *Silo) Start(ctx context.Context) error {
 		})
 		if err != nil {
 			_ = host.Stop(ctx)
-			_ = s.flusher.Stop(ctx)
+			undo()
 			return fmt.Errorf("silo: gateway: %w", err)
 		}
 		s.mu.listener = l
@@ -326,6 +339,7 @@ func (s *Silo) Stats() Stats {
 	for ep := range s.mu.endpoints {
 		eps = append(eps, ep)
 	}
+	flusher := s.flusher // a failed Start replaces it
 	s.mu.Unlock()
 	var st Stats
 	if host != nil {
@@ -335,7 +349,7 @@ func (s *Silo) Stats() Stats {
 	for _, ep := range eps {
 		st.Gateway.Add(ep.Stats())
 	}
-	st.Flusher = s.flusher.Stats()
+	st.Flusher = flusher.Stats()
 	return st
 }
 

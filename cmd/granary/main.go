@@ -33,6 +33,9 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *stopTimeout <= 0 {
+		return fmt.Errorf("-stop-timeout must be positive, got %v", *stopTimeout)
+	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	s, err := silo.New(opts, silo.WithLogger(log))
