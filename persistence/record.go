@@ -102,7 +102,7 @@ func (r *Record) turn() {
 		return
 	}
 	r.mu.Unlock()
-	data, err := r.snapshot()
+	data, err := r.takeSnapshot()
 	r.mu.Lock()
 	r.mu.pending = false
 	if err != nil {
@@ -120,7 +120,8 @@ func (r *Record) turn() {
 // already in flight (so writes stay in order), discards any older snapshot
 // still queued, takes a snapshot and writes it, whether or not the record is
 // dirty. On failure the record stays dirty, for the background to retry; a
-// *ConflictError (matching ErrConflict) means the state is stale.
+// *ConflictError (matching ErrConflict) means the state is stale, and a
+// snapshot that panicked fails with an error matching ErrSnapshotPanicked.
 func (r *Record) Flush(ctx context.Context) error {
 	done, err := r.acquire(ctx)
 	if err != nil {
@@ -221,7 +222,7 @@ func (r *Record) acquire(ctx context.Context) (chan struct{}, error) {
 // releases it.
 func (r *Record) flushAcquired(ctx context.Context, done chan struct{}) error {
 	r.dirty.Store(false)
-	data, err := r.snapshot()
+	data, err := r.takeSnapshot()
 	if err != nil {
 		r.release(done)
 		r.setDirty()
@@ -242,11 +243,28 @@ func (r *Record) flushAcquired(ctx context.Context, done chan struct{}) error {
 func (r *Record) write(ctx context.Context, done chan struct{}, data []byte, etag string) error {
 	r.flusher.stats.attempted.Add(1)
 	newETag, err := r.flusher.store.Write(ctx, r.key, data, etag)
+	// A failed write marks the record dirty before it gives up the slot:
+	// an owner that takes the slot next (Close, on deactivation) must see
+	// the change as still unwritten.
+	wasDirty := err != nil && r.dirty.Swap(true)
 	r.endWrite(done, newETag, err)
-	if err != nil {
-		r.setDirty()
+	if err != nil && !wasDirty {
+		r.flusher.noteDirty(r)
 	}
 	return err
+}
+
+// takeSnapshot runs the owner's snapshot, turning a panic into an error:
+// the record clears its dirty flag and may hold its write slot around the
+// call, and a panic escaping here would leave it clean but unwritten, with
+// the slot never released.
+func (r *Record) takeSnapshot() (data []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			data, err = nil, fmt.Errorf("%w: %v", ErrSnapshotPanicked, p)
+		}
+	}()
+	return r.snapshot()
 }
 
 func (r *Record) beginWriteLocked() chan struct{} {
