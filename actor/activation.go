@@ -191,7 +191,11 @@ func (a *activation) activate() {
 		a.failure = fmt.Errorf("%w: %s: %w", ErrActivation, a.id, err)
 		a.state = stateFailed
 		if a.record != nil {
-			_ = a.record.Close(ctx)
+			// A half-built grain's SaveState may panic: contained, it must
+			// not keep the failed activation from leaving the catalog.
+			if cerr := a.safely(func() error { return a.record.Close(ctx) }); cerr != nil {
+				h.log.Warn("closing the state of a failed activation", slog.String("grain", a.id.String()), slog.Any("err", cerr))
+			}
 		}
 		a.finish()
 		return
