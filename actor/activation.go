@@ -173,6 +173,9 @@ func (a *activation) activate() {
 					return fmt.Errorf("load state: %w", err)
 				}
 				a.record = rec
+				if n, ok := rec.(conflictNotifier); ok {
+					n.OnConflict(a.onStateConflict)
+				}
 				if data != nil {
 					if err := st.LoadState(data); err != nil {
 						return fmt.Errorf("decode state: %w", err)
@@ -201,6 +204,23 @@ func (a *activation) activate() {
 		return
 	}
 	a.state = stateValid
+}
+
+// conflictNotifier is a StateRecord that tells of background write
+// conflicts (persistence.Record does).
+type conflictNotifier interface {
+	OnConflict(fn func(error))
+}
+
+// onStateConflict is told, on the state store's goroutine, that a
+// background write of the grain's state conflicted: someone else wrote
+// the state since this activation read it, so what it holds is stale. As
+// in Orleans, the activation deactivates; the next call activates the
+// grain again with the stored state. Changes it made since its last
+// successful write are lost, which is what the conflict means.
+func (a *activation) onStateConflict(err error) {
+	a.host.log.Warn("grain state write conflicted: deactivating to reload", slog.String("grain", a.id.String()), slog.Any("err", err))
+	a.post(deactivateMsg{reason: "stale state"})
 }
 
 // schedule is handed to persistence: it runs fn in a later turn.

@@ -51,6 +51,8 @@
 // # Conflicts
 //
 // A background write that conflicts is not retried; Record.Err reports it,
-// and Flush and Close return it. The owner decides what to do, normally to
-// deactivate. Flusher.Stop returns the failures of its final flush.
+// a function registered with Record.OnConflict is told of it, and Flush and
+// Close return it. The owner decides what to do, normally to deactivate
+// (the actor host does). Flusher.Stop returns the failures of its final
+// flush.
 package persistence

@@ -426,6 +426,11 @@ func (f *Flusher) writeQueued(ctx context.Context, r *Record) {
 		f.fail(r, "write", err)
 	}
 	f.countWrite(err)
+	if errors.Is(err, ErrConflict) {
+		if fn := r.conflictHook(); fn != nil {
+			fn(err)
+		}
+	}
 }
 
 // countWrite counts a finished write. Callers count only once the record

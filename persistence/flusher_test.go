@@ -321,6 +321,30 @@ func TestFlusherStopsRetryingOnConflict(t *testing.T) {
 	assert.Equal(t, 1, fx.f.Stats().Records, "Close unregisters even when its flush fails; only r2 is left")
 }
 
+// The function registered with OnConflict is told of a conflicting
+// background write, once, with the conflict; the owner's own Flush
+// returns its conflict instead.
+func TestRecordOnConflictHearsOfBackgroundConflicts(t *testing.T) {
+	fx := newFixture(t, nil)
+	o := newTestOwner(t)
+	r := o.open(t, fx.f, testKey)
+	heard := make(chan error, 4)
+	r.OnConflict(func(err error) { heard <- err })
+	_, err := fx.store.Write(context.Background(), testKey, []byte("theirs"), "")
+	require.NoError(t, err)
+
+	o.do(t, func() { o.state = 1; r.MarkDirty() })
+	fx.period()
+	fx.waitStats(t, func(s FlusherStats) bool { return s.WritesFailed == 1 })
+	var conflict *ConflictError
+	require.ErrorAs(t, <-heard, &conflict)
+	assert.Equal(t, testKey, conflict.Key)
+
+	fx.period()
+	o.do(t, func() { assert.ErrorIs(t, r.Flush(context.Background()), ErrConflict) })
+	assert.Empty(t, heard, "a conflict is not retried, so it is told once; Flush returns its own to the owner")
+}
+
 func TestRecordFlushClearsConflictOnSuccess(t *testing.T) {
 	fx := newFixture(t, nil)
 	o := newTestOwner(t)

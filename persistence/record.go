@@ -49,7 +49,28 @@ type Record struct {
 		// conflict is the last ETag conflict, which stops background writes
 		// until the owner flushes successfully.
 		conflict error
+		// onConflict is told of background write conflicts (OnConflict).
+		onConflict func(error)
 	}
+}
+
+// OnConflict registers fn to be told when a background write of the record
+// conflicts, so that an owner whose state is stale can deactivate and
+// reload without polling Err. fn runs on the flusher's writer goroutine,
+// once per conflicting write, and must not block: hand the decision to
+// the owner's own turn. A later call replaces fn; nil removes it. Conflicts
+// of Flush, Clear and Close are returned to their caller instead.
+func (r *Record) OnConflict(fn func(error)) {
+	r.mu.Lock()
+	r.mu.onConflict = fn
+	r.mu.Unlock()
+}
+
+// conflictHook returns the function to tell of a background conflict.
+func (r *Record) conflictHook() func(error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.onConflict
 }
 
 // Key returns the key the record was opened with.
