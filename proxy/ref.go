@@ -54,7 +54,10 @@ type Caller interface {
 type Invoker func(ctx context.Context, call Call, in, out proto.Message) error
 
 // OutgoingFilter intercepts calls leaving a caller. It must call next to
-// send the call, or return without sending it.
+// send the call, or return without sending it. The context it passes to
+// next is the call's from then on: whether the call can be cancelled, and
+// a bounded method's budget, follow that context, so a filter may add a
+// deadline or a cancellation of its own.
 type OutgoingFilter func(ctx context.Context, call Call, in, out proto.Message, next Invoker) error
 
 // outgoingFilterer is implemented by callers that carry outgoing filters.
