@@ -41,7 +41,8 @@ type Call struct {
 // implement it; generated references are built on one.
 type Caller interface {
 	// Call sends call with the encoded in message and decodes the reply
-	// into out. It returns ctx.Err() at once when ctx is cancelled, a
+	// into out. It returns ctx.Err() at once when ctx is cancelled (without
+	// sending anything when it already was), a
 	// *TimeoutError when no reply arrives within call.Timeout, and the
 	// grain's or the runtime's error otherwise.
 	Call(ctx context.Context, call Call, in, out proto.Message) error

@@ -86,3 +86,24 @@ func TestFilterDeadlineShortensTheBudget(t *testing.T) {
 		})
 	}
 }
+
+// A call whose context is already cancelled fails with context.Canceled
+// without being sent: the grain never runs it, and nothing is left pending.
+func TestCancelledContextSendsNothing(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for via, caller := range map[string]proxy.Caller{
+		"client": e.client(silo.ClientOptions{}), "silo caller": e.silo.Caller(),
+	} {
+		_, err := counter.NewCounterRef(caller, "k").Add(ctx, &counter.AddRequest{Delta: 1})
+		assert.ErrorIs(t, err, context.Canceled, via)
+	}
+	st := e.silo.Stats()
+	assert.Zero(t, st.Host.Invocations, "the grain ran nothing")
+	assert.Zero(t, st.Host.Activations, "not even an activation")
+	assert.Zero(t, st.Gateway.Transport.FramesRead, "the gateway received no request")
+	r, err := counter.NewCounterRef(e.silo.Caller(), "k").Add(context.Background(), &counter.AddRequest{Delta: 1})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, r.Value, "the cancelled calls added nothing")
+}
