@@ -13,6 +13,11 @@
 //   - the server interface XGrain, the proxy.ServiceDesc that dispatches to
 //     it, and RegisterXGrain.
 //
+// Generate refuses, with an error naming both sides, a contract whose
+// generated identifiers would clash in their Go package, with each other
+// or with those of the .pb.go files: a message SRef beside a service S,
+// say, or services A and A_B with methods B_C and C.
+//
 // For every file with at least one message it can handle, services or
 // not, Generate also writes a _wire.pb.go: per message, AppendGranaryWire
 // and MergeGranaryWire, plain Go code that encodes byte for byte what

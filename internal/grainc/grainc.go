@@ -35,6 +35,11 @@ var (
 	// ErrMethodIDCollision reports two methods of one service whose ids
 	// collide; renaming either method resolves it.
 	ErrMethodIDCollision = errors.New("grainc: method id collision")
+	// ErrNameCollision reports two elements of the contracts whose
+	// generated Go identifiers would be the same in one Go package, such
+	// as methods get and Get of one service, or a message SRef beside a
+	// service S; renaming either resolves it.
+	ErrNameCollision = errors.New("grainc: name collision")
 	// ErrOptions reports unusable Options.
 	ErrOptions = errors.New("grainc: invalid options")
 )
@@ -108,18 +113,24 @@ func Generate(opts Options) (map[string][]byte, error) {
 	gen.SupportedEditionsMinimum = gengo.SupportedEditionsMinimum
 	gen.SupportedEditionsMaximum = gengo.SupportedEditionsMaximum
 
-	bounded := boundedExtension(gen)
 	codecs := wireCodecs(gen)
+	pbFiles := make(map[*protogen.File]*protogen.GeneratedFile)
 	for _, f := range gen.Files {
 		if !f.Generate {
 			continue
 		}
-		gengo.GenerateFile(gen, f)
+		pbFiles[f] = gengo.GenerateFile(gen, f)
 		generateWireFile(gen, f, codecs)
-		if len(f.Services) > 0 {
-			if err := generateGrainFile(gen, f, bounded); err != nil {
-				return nil, err
-			}
+	}
+	// The grain code is checked against the .pb.go files' declarations, so
+	// it comes last.
+	grains, err := checkGrains(gen, boundedExtension(gen), pbFiles)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range gen.Files {
+		if f.Generate && len(f.Services) > 0 {
+			generateGrainFile(gen, f, grains[f])
 		}
 	}
 	resp := gen.Response()

@@ -53,20 +53,12 @@ func (r CounterRef) GrainID() actor.GrainID { return r.ref.GrainID() }
 // It is bounded: the grain gets a budget of 80% of the response timeout,
 // or the time left before ctx's deadline when that is shorter.
 func (r CounterRef) Add(ctx context.Context, in *AddRequest, opts ...proxy.CallOption) (*AddReply, error) {
-	out := new(AddReply)
-	if err := r.ref.Invoke(ctx, Counter_Add_Method, in, out, opts...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return _Counter_Add_Call(ctx, r.ref, in, opts)
 }
 
 // Get returns the counter's value.
 func (r CounterRef) Get(ctx context.Context, in *GetRequest, opts ...proxy.CallOption) (*GetReply, error) {
-	out := new(GetReply)
-	if err := r.ref.Invoke(ctx, Counter_Get_Method, in, out, opts...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return _Counter_Get_Call(ctx, r.ref, in, opts)
 }
 
 // Block waits until its context is cancelled or the grain releases it,
@@ -75,29 +67,17 @@ func (r CounterRef) Get(ctx context.Context, in *GetRequest, opts ...proxy.CallO
 // It is bounded: the grain gets a budget of 80% of the response timeout,
 // or the time left before ctx's deadline when that is shorter.
 func (r CounterRef) Block(ctx context.Context, in *BlockRequest, opts ...proxy.CallOption) (*BlockReply, error) {
-	out := new(BlockReply)
-	if err := r.ref.Invoke(ctx, Counter_Block_Method, in, out, opts...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return _Counter_Block_Call(ctx, r.ref, in, opts)
 }
 
 // Panic panics in the grain, to test that the runtime recovers.
 func (r CounterRef) Panic(ctx context.Context, in *PanicRequest, opts ...proxy.CallOption) (*PanicReply, error) {
-	out := new(PanicReply)
-	if err := r.ref.Invoke(ctx, Counter_Panic_Method, in, out, opts...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return _Counter_Panic_Call(ctx, r.ref, in, opts)
 }
 
 // Never holds the call and never answers, to test response timeouts.
 func (r CounterRef) Never(ctx context.Context, in *NeverRequest, opts ...proxy.CallOption) (*NeverReply, error) {
-	out := new(NeverReply)
-	if err := r.ref.Invoke(ctx, Counter_Never_Method, in, out, opts...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return _Counter_Never_Call(ctx, r.ref, in, opts)
 }
 
 // CounterGrain is the server side of Counter: the methods a Counter grain
@@ -166,47 +146,92 @@ func RegisterCounterGrain(r proxy.Registrar, factory func(id actor.GrainID) Coun
 	return r.RegisterGrain(CounterService, func(id actor.GrainID) any { return factory(id) })
 }
 
-func _Counter_Add_Invoke(ctx context.Context, grain any, req proto.Message) (proto.Message, error) {
-	out, err := grain.(CounterGrain).Add(ctx, req.(*AddRequest))
-	if out == nil {
+// _Counter_Add_Call is CounterRef.Add's body, with names no import can hide.
+func _Counter_Add_Call(_ctx context.Context, _ref proxy.Ref, _in *AddRequest, _opts []proxy.CallOption) (*AddReply, error) {
+	_out := new(AddReply)
+	if _err := _ref.Invoke(_ctx, Counter_Add_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _Counter_Get_Call is CounterRef.Get's body, with names no import can hide.
+func _Counter_Get_Call(_ctx context.Context, _ref proxy.Ref, _in *GetRequest, _opts []proxy.CallOption) (*GetReply, error) {
+	_out := new(GetReply)
+	if _err := _ref.Invoke(_ctx, Counter_Get_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _Counter_Block_Call is CounterRef.Block's body, with names no import can hide.
+func _Counter_Block_Call(_ctx context.Context, _ref proxy.Ref, _in *BlockRequest, _opts []proxy.CallOption) (*BlockReply, error) {
+	_out := new(BlockReply)
+	if _err := _ref.Invoke(_ctx, Counter_Block_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _Counter_Panic_Call is CounterRef.Panic's body, with names no import can hide.
+func _Counter_Panic_Call(_ctx context.Context, _ref proxy.Ref, _in *PanicRequest, _opts []proxy.CallOption) (*PanicReply, error) {
+	_out := new(PanicReply)
+	if _err := _ref.Invoke(_ctx, Counter_Panic_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _Counter_Never_Call is CounterRef.Never's body, with names no import can hide.
+func _Counter_Never_Call(_ctx context.Context, _ref proxy.Ref, _in *NeverRequest, _opts []proxy.CallOption) (*NeverReply, error) {
+	_out := new(NeverReply)
+	if _err := _ref.Invoke(_ctx, Counter_Never_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+func _Counter_Add_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(CounterGrain).Add(_ctx, _req.(*AddRequest))
+	if _out == nil {
 		// A nil *AddReply would make a non-nil proto.Message.
-		return nil, err
+		return nil, _err
 	}
-	return out, err
+	return _out, _err
 }
 
-func _Counter_Get_Invoke(ctx context.Context, grain any, req proto.Message) (proto.Message, error) {
-	out, err := grain.(CounterGrain).Get(ctx, req.(*GetRequest))
-	if out == nil {
+func _Counter_Get_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(CounterGrain).Get(_ctx, _req.(*GetRequest))
+	if _out == nil {
 		// A nil *GetReply would make a non-nil proto.Message.
-		return nil, err
+		return nil, _err
 	}
-	return out, err
+	return _out, _err
 }
 
-func _Counter_Block_Invoke(ctx context.Context, grain any, req proto.Message) (proto.Message, error) {
-	out, err := grain.(CounterGrain).Block(ctx, req.(*BlockRequest))
-	if out == nil {
+func _Counter_Block_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(CounterGrain).Block(_ctx, _req.(*BlockRequest))
+	if _out == nil {
 		// A nil *BlockReply would make a non-nil proto.Message.
-		return nil, err
+		return nil, _err
 	}
-	return out, err
+	return _out, _err
 }
 
-func _Counter_Panic_Invoke(ctx context.Context, grain any, req proto.Message) (proto.Message, error) {
-	out, err := grain.(CounterGrain).Panic(ctx, req.(*PanicRequest))
-	if out == nil {
+func _Counter_Panic_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(CounterGrain).Panic(_ctx, _req.(*PanicRequest))
+	if _out == nil {
 		// A nil *PanicReply would make a non-nil proto.Message.
-		return nil, err
+		return nil, _err
 	}
-	return out, err
+	return _out, _err
 }
 
-func _Counter_Never_Invoke(ctx context.Context, grain any, req proto.Message) (proto.Message, error) {
-	out, err := grain.(CounterGrain).Never(ctx, req.(*NeverRequest))
-	if out == nil {
+func _Counter_Never_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(CounterGrain).Never(_ctx, _req.(*NeverRequest))
+	if _out == nil {
 		// A nil *NeverReply would make a non-nil proto.Message.
-		return nil, err
+		return nil, _err
 	}
-	return out, err
+	return _out, _err
 }
