@@ -95,7 +95,11 @@ type StateStore interface {
 	OpenState(ctx context.Context, id GrainID, schedule func(func()) bool, snapshot func() ([]byte, error)) (StateRecord, []byte, error)
 }
 
-// StateRecord is an activation's handle on its stored state.
+// StateRecord is an activation's handle on its stored state. A record that
+// also has a method OnConflict(func(error)), as persistence.Record does, is
+// given a function that deactivates the activation when a background write
+// of its state conflicts (the state is stale), so that the next call
+// reloads it.
 type StateRecord interface {
 	MarkDirty()
 	Flush(ctx context.Context) error

@@ -161,10 +161,11 @@ func (t *callTable) len() int {
 	return t.mu.calls.Len()
 }
 
-// addSaturating returns a+b for b >= 0, or math.MaxInt64 when that
-// overflows.
+// addSaturating returns a+b, or math.MaxInt64 when that overflows. A
+// negative b (a timeout a filter or a direct caller got wrong) is added as
+// it is: such a call times out at the next sweep.
 func addSaturating(a, b int64) int64 {
-	if a > math.MaxInt64-b {
+	if b > 0 && a > math.MaxInt64-b {
 		return math.MaxInt64
 	}
 	return a + b

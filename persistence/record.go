@@ -56,10 +56,12 @@ type Record struct {
 
 // OnConflict registers fn to be told when a background write of the record
 // conflicts, so that an owner whose state is stale can deactivate and
-// reload without polling Err. fn runs on the flusher's writer goroutine,
-// once per conflicting write, and must not block: hand the decision to
-// the owner's own turn. A later call replaces fn; nil removes it. Conflicts
-// of Flush, Clear and Close are returned to their caller instead.
+// reload without polling Err. fn runs on the goroutine that made the
+// write (the flusher's writer, or Stop's during its final flush), once per
+// conflicting write, possibly after Close has returned; it must not block:
+// hand the decision to the owner's own turn. A later call replaces fn; nil
+// removes it. Conflicts of Flush, Clear and Close are returned to their
+// caller instead.
 func (r *Record) OnConflict(fn func(error)) {
 	r.mu.Lock()
 	r.mu.onConflict = fn
@@ -123,7 +125,12 @@ func (r *Record) turn() {
 		return
 	}
 	r.mu.Unlock()
-	data, err := r.takeSnapshot()
+	data, err := r.takeSnapshot(func() {
+		r.mu.Lock()
+		r.mu.pending = false
+		r.mu.Unlock()
+		r.setDirty()
+	})
 	r.mu.Lock()
 	r.mu.pending = false
 	if err != nil {
@@ -141,8 +148,9 @@ func (r *Record) turn() {
 // already in flight (so writes stay in order), discards any older snapshot
 // still queued, takes a snapshot and writes it, whether or not the record is
 // dirty. On failure the record stays dirty, for the background to retry; a
-// *ConflictError (matching ErrConflict) means the state is stale, and a
-// snapshot that panicked fails with an error matching ErrSnapshotPanicked.
+// *ConflictError (matching ErrConflict) means the state is stale. A
+// snapshot that panics leaves the record dirty and usable, and the panic
+// goes on to the caller.
 func (r *Record) Flush(ctx context.Context) error {
 	done, err := r.acquire(ctx)
 	if err != nil {
@@ -243,7 +251,10 @@ func (r *Record) acquire(ctx context.Context) (chan struct{}, error) {
 // releases it.
 func (r *Record) flushAcquired(ctx context.Context, done chan struct{}) error {
 	r.dirty.Store(false)
-	data, err := r.takeSnapshot()
+	data, err := r.takeSnapshot(func() {
+		r.release(done)
+		r.setDirty()
+	})
 	if err != nil {
 		r.release(done)
 		r.setDirty()
@@ -275,17 +286,21 @@ func (r *Record) write(ctx context.Context, done chan struct{}, data []byte, eta
 	return err
 }
 
-// takeSnapshot runs the owner's snapshot, turning a panic into an error:
-// the record clears its dirty flag and may hold its write slot around the
-// call, and a panic escaping here would leave it clean but unwritten, with
-// the slot never released.
-func (r *Record) takeSnapshot() (data []byte, err error) {
+// takeSnapshot runs the owner's snapshot. Its callers clear the dirty
+// flag first, and may hold the write slot; should the snapshot panic (it is
+// grain code, whose panics the host contains and answers by deactivating),
+// undo first restores what they changed, so that the record is left dirty
+// and usable, and the panic goes on to the owner.
+func (r *Record) takeSnapshot(undo func()) ([]byte, error) {
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			data, err = nil, fmt.Errorf("%w: %v", ErrSnapshotPanicked, p)
+		if !returned {
+			undo()
 		}
 	}()
-	return r.snapshot()
+	data, err := r.snapshot()
+	returned = true
+	return data, err
 }
 
 func (r *Record) beginWriteLocked() chan struct{} {

@@ -16,10 +16,6 @@ var ErrConflict = errors.New("persistence: etag conflict")
 // ErrClosed is returned by operations on a stopped Flusher or a closed Record.
 var ErrClosed = errors.New("persistence: closed")
 
-// ErrSnapshotPanicked is wrapped by the error of a flush whose snapshot
-// (the owner's SaveState) panicked. The record stays dirty and usable.
-var ErrSnapshotPanicked = errors.New("persistence: snapshot panicked")
-
 // Key names one piece of grain state: a grain may keep several named states,
 // each stored and versioned on its own.
 type Key struct {

@@ -28,7 +28,10 @@ type Call struct {
 	// else the caller's default.
 	Timeout time.Duration
 	// Budget is the time the server may spend on a bounded method, measured
-	// from when the method starts; zero for unbounded methods.
+	// from when the method starts; zero for unbounded methods. Through
+	// outgoing filters it is zero until they have run and is then resolved
+	// from the timeout and context that reach the caller; a filter may set
+	// it to shorten the budget further.
 	Budget time.Duration
 	// Cancellable reports whether the caller's context can be cancelled;
 	// when false no cancellation machinery is set up on either side.
@@ -114,6 +117,12 @@ func (r Ref) Invoke(ctx context.Context, m *MethodDesc, in, out proto.Message, o
 	if call.Timeout <= 0 {
 		call.Timeout = r.timeout
 	}
+	if r.filtered != nil {
+		// The budget is resolved once the filters have run (afterFilters),
+		// from the timeout and the context that reach the caller.
+		return r.filtered(ctx, call, in, out)
+	}
+	// The direct path when nobody filters.
 	if m.Bounded {
 		budget, err := Budget(ctx, call.Timeout)
 		if err != nil {
@@ -121,11 +130,7 @@ func (r Ref) Invoke(ctx context.Context, m *MethodDesc, in, out proto.Message, o
 		}
 		call.Budget = budget
 	}
-	if r.filtered == nil {
-		// The direct path when nobody filters.
-		return r.caller.Call(ctx, call, in, out)
-	}
-	return r.filtered(ctx, call, in, out)
+	return r.caller.Call(ctx, call, in, out)
 }
 
 // Budget computes the budget of a bounded call: 80% of timeout, or the time
@@ -155,12 +160,12 @@ func Budget(ctx context.Context, timeout time.Duration) (time.Duration, error) {
 }
 
 // afterFilters is the last step of a filtered call, before c sends it. A
-// filter may pass on a context of its own (one with a deadline, say) or
-// change the call's timeout, so what Invoke derived from the caller's
-// context is derived again from the one that reaches the caller: whether
-// the call can be cancelled, and for a bounded method a budget that fits
-// both the timeout and that context's deadline. A budget a filter set
-// lower is kept.
+// filter may pass on a context of its own (one with a deadline, or one
+// detached from the caller's) or change the call's timeout, so what depends
+// on them is derived from the context and timeout that reach the caller:
+// whether the call can be cancelled, and for a bounded method its budget.
+// A budget a filter set lower is kept; a context whose deadline has passed
+// fails with ErrBudgetExpired before anything is sent.
 func afterFilters(c Caller) Invoker {
 	return func(ctx context.Context, call Call, in, out proto.Message) error {
 		call.Cancellable = ctx.Done() != nil
