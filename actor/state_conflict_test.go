@@ -29,6 +29,27 @@ func (s flusherStore) OpenState(ctx context.Context, id GrainID, schedule func(f
 	return rec, data, nil
 }
 
+// startFlusherHost starts a host of kind whose state goes through a
+// persistence.Flusher on store, as in a silo, and stops both at the end of
+// the test.
+func startFlusherHost(t *testing.T, clk clock.Clock, store persistence.Store, kind *Kind) (*Host, *persistence.Flusher) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	fl, err := persistence.NewFlusher(store, persistence.FlusherOptions{}, persistence.WithClock(clk), persistence.WithLogger(quiet))
+	require.NoError(t, err)
+	require.NoError(t, fl.Start(context.Background()))
+	h, err := NewHost(HostOptions{}, []*Kind{kind}, WithClock(clk), WithStateStore(flusherStore{fl}), WithLogger(quiet))
+	require.NoError(t, err)
+	require.NoError(t, h.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		assert.NoError(t, h.Stop(ctx))
+		_ = fl.Stop(ctx)
+	})
+	return h, fl
+}
+
 // An ETag conflict proves the activation's state stale: someone else wrote
 // it since it was read. The flusher stops background writes of the record
 // and tells the host, which deactivates the activation, so that the next
@@ -37,25 +58,12 @@ func (s flusherStore) OpenState(ctx context.Context, id GrainID, schedule func(f
 func TestBackgroundConflictDeactivatesStaleActivation(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	mem := persistence.NewMemoryStore()
-	fl, err := persistence.NewFlusher(mem, persistence.FlusherOptions{}, persistence.WithClock(clk))
-	require.NoError(t, err)
-	require.NoError(t, fl.Start(context.Background()))
-
 	var activated, deactivated, invoked atomic.Int64
 	var failOnce atomic.Bool
 	kind := &Kind{Type: testType, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
 		return &testGrain{id: id, activated: &activated, deactivated: &deactivated, invoked: &invoked, failOnce: &failOnce, clock: clk}
 	}}
-	h, err := NewHost(HostOptions{}, []*Kind{kind}, WithClock(clk), WithStateStore(flusherStore{fl}),
-		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	require.NoError(t, err)
-	require.NoError(t, h.Start(context.Background()))
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		assert.NoError(t, h.Stop(ctx))
-		_ = fl.Stop(ctx)
-	}()
+	h, fl := startFlusherHost(t, clk, mem, kind)
 
 	id := GrainID{testType, "a"}
 	key := persistence.Key{GrainType: testType, GrainKey: "a", Name: "state"}

@@ -2,13 +2,10 @@ package actor
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -54,25 +51,11 @@ func (panicSaveDispatcher) Dispatch(_ context.Context, grain any, _ uint32, _ []
 // state and lets the panic reach the host.
 func TestBackgroundSnapshotPanicIsAGrainPanic(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	fl, err := persistence.NewFlusher(persistence.NewMemoryStore(), persistence.FlusherOptions{}, persistence.WithClock(clk),
-		persistence.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	require.NoError(t, err)
-	require.NoError(t, fl.Start(context.Background()))
-
 	var deactivated atomic.Int64
 	kind := &Kind{Type: panicSaveType, Dispatcher: panicSaveDispatcher{}, New: func(GrainID) any {
 		return &panicSaveGrain{deactivated: &deactivated}
 	}}
-	h, err := NewHost(HostOptions{}, []*Kind{kind}, WithClock(clk), WithStateStore(flusherStore{fl}),
-		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	require.NoError(t, err)
-	require.NoError(t, h.Start(context.Background()))
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		assert.NoError(t, h.Stop(ctx))
-		_ = fl.Stop(ctx)
-	}()
+	h, _ := startFlusherHost(t, clk, persistence.NewMemoryStore(), kind)
 
 	id := GrainID{panicSaveType, "a"}
 	rc := make(chanReplier, 1)
