@@ -9,6 +9,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// panicsOnce returns o's snapshot function, except that its first call
+// panics, as a buggy SaveState does. It runs only inside o's turns.
+func panicsOnce(o *testOwner) func() ([]byte, error) {
+	panicNext := true
+	return func() ([]byte, error) {
+		if panicNext {
+			panicNext = false
+			panic("grain SaveState bug")
+		}
+		return o.snapshot()
+	}
+}
+
 // The actor host contains a panic of a grain's SaveState (the snapshot
 // function) and goes on: it then deactivates the grain, which closes the
 // record. A snapshot that panicked inside Record.Flush must therefore not
@@ -19,14 +32,7 @@ import (
 func TestFlushWithPanickingSnapshotKeepsRecordUsable(t *testing.T) {
 	fx := newFixture(t, nil)
 	o := newTestOwner(t)
-	panicNext := true // touched only inside the owner's turns
-	snapshot := func() ([]byte, error) {
-		if panicNext {
-			panicNext = false
-			panic("grain SaveState bug")
-		}
-		return o.snapshot()
-	}
+	snapshot := panicsOnce(o)
 	r, _, err := fx.f.Open(context.Background(), testKey, o.schedule, snapshot)
 	require.NoError(t, err)
 
@@ -55,14 +61,7 @@ func TestFlushWithPanickingSnapshotKeepsRecordUsable(t *testing.T) {
 func TestBackgroundSnapshotPanicIsRetried(t *testing.T) {
 	fx := newFixture(t, nil)
 	o := newTestOwner(t)
-	panicNext := true // touched only inside the owner's turns
-	snapshot := func() ([]byte, error) {
-		if panicNext {
-			panicNext = false
-			panic("grain SaveState bug")
-		}
-		return o.snapshot()
-	}
+	snapshot := panicsOnce(o)
 	schedule := func(fn func()) bool {
 		return o.schedule(func() {
 			defer func() { _ = recover() }() // the host contains grain panics
