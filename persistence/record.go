@@ -130,6 +130,7 @@ func (r *Record) turn() {
 		r.mu.pending = false
 		r.mu.Unlock()
 		r.setDirty()
+		f.fail(r, "snapshot", errSnapshotPanicked) // Stop's final flush then tries no more
 	})
 	r.mu.Lock()
 	r.mu.pending = false
@@ -285,6 +286,10 @@ func (r *Record) write(ctx context.Context, done chan struct{}, data []byte, eta
 	}
 	return err
 }
+
+// errSnapshotPanicked is the failure a background snapshot that panicked
+// counts as; the panic itself goes on to the owner.
+var errSnapshotPanicked = errors.New("persistence: snapshot panicked")
 
 // takeSnapshot runs the owner's snapshot. Its callers clear the dirty
 // flag first, and may hold the write slot; should the snapshot panic (it is

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,8 +63,10 @@ func TestBackgroundSnapshotPanicIsRetried(t *testing.T) {
 	fx := newFixture(t, nil)
 	o := newTestOwner(t)
 	snapshot := panicsOnce(o)
+	var turns atomic.Int64 // snapshot turns run, panicking or not
 	schedule := func(fn func()) bool {
 		return o.schedule(func() {
+			defer turns.Add(1)
 			defer func() { _ = recover() }() // the host contains grain panics
 			fn()
 		})
@@ -77,13 +80,10 @@ func TestBackgroundSnapshotPanicIsRetried(t *testing.T) {
 	})
 
 	o.do(t, func() { o.state = 3; r.MarkDirty() })
-	fx.period()        // snapshot turn panics
-	o.do(t, func() {}) // it has run
+	fx.period() // the snapshot turn panics
+	require.Eventually(t, func() bool { return turns.Load() == 1 }, time.Second, pollEvery, "the snapshot turn ran")
 	o.do(t, func() { o.state = 4; r.MarkDirty() })
-	for range 3 {
-		fx.period()
-		o.do(t, func() {})
-	}
+	fx.period() // the record is still dirty and listed: a new turn
 	require.Eventually(t, func() bool { return fx.stored(t, testKey) == "4" }, time.Second, pollEvery,
 		"the state was never written after one snapshot panicked; stored %q", fx.stored(t, testKey))
 }

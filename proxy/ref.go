@@ -101,9 +101,10 @@ func (r Ref) Caller() Caller { return r.caller }
 
 // Invoke calls method m on the referenced grain. Generated methods call it;
 // it resolves the response timeout and, for bounded methods, the budget:
-// min(80% of the response timeout, the time left before ctx's deadline).
-// A context whose deadline has already passed fails with ErrBudgetExpired
-// before anything is sent.
+// min(80% of the response timeout, the time left before ctx's deadline),
+// from the timeout and context that reach the caller once any outgoing
+// filters have run. A context whose deadline has already passed fails with
+// ErrBudgetExpired before anything is sent.
 func (r Ref) Invoke(ctx context.Context, m *MethodDesc, in, out proto.Message, opts ...CallOption) error {
 	call := Call{Target: r.id, Method: m, Cancellable: ctx.Done() != nil}
 	for _, o := range opts {
