@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -169,4 +170,14 @@ func addSaturating(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// givenUp returns ctx's error when a caller that can cancel has already
+// given up, so that the request is not sent and the grain cannot act on
+// it. Callers that cannot cancel pay for nothing but the test.
+func givenUp(ctx context.Context, call proxy.Call) error {
+	if call.Cancellable {
+		return ctx.Err()
+	}
+	return nil
 }

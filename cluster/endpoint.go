@@ -174,12 +174,8 @@ func isTransportError(err error) bool {
 // cancellation of ctx, which returns ctx.Err() at once and pushes a cancel
 // to the callee.
 func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Message) error {
-	if call.Cancellable {
-		// A caller that has already given up gets its error without the
-		// request being sent, so the grain cannot act on it.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	if err := givenUp(ctx, call); err != nil {
+		return err
 	}
 	p := getPending()
 	p.call = call

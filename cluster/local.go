@@ -48,12 +48,8 @@ func (l *LocalCaller) ResponseTimeout() time.Duration { return l.timeout() }
 
 // Call implements proxy.Caller.
 func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.Message) error {
-	if call.Cancellable {
-		// A caller that has already given up gets its error without the
-		// request being sent, so the grain cannot act on it.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	if err := givenUp(ctx, call); err != nil {
+		return err
 	}
 	payload, err := proxy.AppendMessage(nil, in)
 	if err != nil {

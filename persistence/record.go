@@ -125,21 +125,18 @@ func (r *Record) turn() {
 		return
 	}
 	r.mu.Unlock()
-	data, err := r.takeSnapshot(func() {
+	data, err := r.takeSnapshot(func(err error) {
 		r.mu.Lock()
 		r.mu.pending = false
 		r.mu.Unlock()
 		r.setDirty()
-		f.fail(r, "snapshot", errSnapshotPanicked) // Stop's final flush then tries no more
+		f.fail(r, "snapshot", err) // Stop's final flush then tries no more
 	})
-	r.mu.Lock()
-	r.mu.pending = false
 	if err != nil {
-		r.mu.Unlock()
-		r.setDirty()
-		f.fail(r, "snapshot", err)
 		return
 	}
+	r.mu.Lock()
+	r.mu.pending = false
 	r.mu.data, r.mu.hasData = data, true
 	r.mu.Unlock()
 	f.enqueue(r)
@@ -252,13 +249,11 @@ func (r *Record) acquire(ctx context.Context) (chan struct{}, error) {
 // releases it.
 func (r *Record) flushAcquired(ctx context.Context, done chan struct{}) error {
 	r.dirty.Store(false)
-	data, err := r.takeSnapshot(func() {
+	data, err := r.takeSnapshot(func(error) {
 		r.release(done)
 		r.setDirty()
 	})
 	if err != nil {
-		r.release(done)
-		r.setDirty()
 		return fmt.Errorf("persistence: snapshot %s: %w", r.key, err)
 	}
 	err = r.write(ctx, done, data, r.ETag())
@@ -292,19 +287,24 @@ func (r *Record) write(ctx context.Context, done chan struct{}, data []byte, eta
 var errSnapshotPanicked = errors.New("persistence: snapshot panicked")
 
 // takeSnapshot runs the owner's snapshot. Its callers clear the dirty
-// flag first, and may hold the write slot; should the snapshot panic (it is
-// grain code, whose panics the host contains and answers by deactivating),
-// undo first restores what they changed, so that the record is left dirty
-// and usable, and the panic goes on to the owner.
-func (r *Record) takeSnapshot(undo func()) ([]byte, error) {
+// flag first, and may hold the write slot; when the snapshot fails, failed
+// restores what they changed, so that the record is left dirty and usable.
+// It is called with the snapshot's error or, should the snapshot panic (it
+// is grain code, whose panics the host contains and answers by
+// deactivating), with errSnapshotPanicked, and the panic then goes on to
+// the owner.
+func (r *Record) takeSnapshot(failed func(error)) ([]byte, error) {
 	returned := false
 	defer func() {
 		if !returned {
-			undo()
+			failed(errSnapshotPanicked)
 		}
 	}()
 	data, err := r.snapshot()
 	returned = true
+	if err != nil {
+		failed(err)
+	}
 	return data, err
 }
 

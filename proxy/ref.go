@@ -124,12 +124,8 @@ func (r Ref) Invoke(ctx context.Context, m *MethodDesc, in, out proto.Message, o
 		return r.filtered(ctx, call, in, out)
 	}
 	// The direct path when nobody filters.
-	if m.Bounded {
-		budget, err := Budget(ctx, call.Timeout)
-		if err != nil {
-			return err
-		}
-		call.Budget = budget
+	if err := resolveBudget(ctx, &call); err != nil {
+		return err
 	}
 	return r.caller.Call(ctx, call, in, out)
 }
@@ -170,17 +166,27 @@ func Budget(ctx context.Context, timeout time.Duration) (time.Duration, error) {
 func afterFilters(c Caller) Invoker {
 	return func(ctx context.Context, call Call, in, out proto.Message) error {
 		call.Cancellable = ctx.Done() != nil
-		if call.Method.Bounded {
-			budget, err := Budget(ctx, call.Timeout)
-			if err != nil {
-				return err
-			}
-			if call.Budget <= 0 || budget < call.Budget {
-				call.Budget = budget
-			}
+		if err := resolveBudget(ctx, &call); err != nil {
+			return err
 		}
 		return c.Call(ctx, call, in, out)
 	}
+}
+
+// resolveBudget sets a bounded call's budget from ctx and call.Timeout
+// (see Budget), keeping a lower one a filter already set.
+func resolveBudget(ctx context.Context, call *Call) error {
+	if !call.Method.Bounded {
+		return nil
+	}
+	budget, err := Budget(ctx, call.Timeout)
+	if err != nil {
+		return err
+	}
+	if call.Budget <= 0 || budget < call.Budget {
+		call.Budget = budget
+	}
+	return nil
 }
 
 func chainOutgoing(filters []OutgoingFilter, last Invoker) Invoker {
