@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 )
 
 // Context is a grain's handle on its activation: identity, state, timers

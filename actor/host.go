@@ -12,7 +12,7 @@ import (
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	cmap "github.com/orcaman/concurrent-map"
 
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 )
 
 // Defaults of HostOptions.

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

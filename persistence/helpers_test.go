@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 	"github.com/stretchr/testify/require"
 )
 

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 )
 
 // Defaults for FlusherOptions.

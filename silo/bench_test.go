@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/granary-go/granary/cluster/transport"
 	"github.com/granary-go/granary/internal/echo"
 	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/silo"
 )
 

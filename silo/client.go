@@ -11,9 +11,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/granary-go/granary/cluster"
-	"github.com/granary-go/granary/cluster/transport"
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/rpc"
+	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -52,7 +52,7 @@ func (o *ClientOptions) EnsureDefaults() {
 		o.MaxFrameSize = DefaultMaxFrameSize
 	}
 	if o.TimeoutResolution == 0 {
-		o.TimeoutResolution = cluster.DefaultSweepInterval
+		o.TimeoutResolution = rpc.DefaultSweepInterval
 	}
 }
 
@@ -77,7 +77,7 @@ type Client struct {
 
 	// live is the current connection, read without a lock on every call
 	// and written only under mu, which serialises dialling and closing.
-	live atomic.Pointer[cluster.Endpoint]
+	live atomic.Pointer[rpc.Endpoint]
 	mu   struct {
 		sync.Mutex
 		closed bool
@@ -114,7 +114,7 @@ func (c *Client) Connect(ctx context.Context) error {
 }
 
 // endpoint returns the live connection, dialling when there is none.
-func (c *Client) endpoint(ctx context.Context) (*cluster.Endpoint, error) {
+func (c *Client) endpoint(ctx context.Context) (*rpc.Endpoint, error) {
 	if ep := c.open(); ep != nil {
 		return ep, nil
 	}
@@ -126,7 +126,7 @@ func (c *Client) endpoint(ctx context.Context) (*cluster.Endpoint, error) {
 	if ep := c.open(); ep != nil { // another call dialled meanwhile
 		return ep, nil
 	}
-	ep := cluster.NewEndpoint(cluster.EndpointOptions{SweepInterval: c.opts.TimeoutResolution}, nil, nil, c.deps.clock, c.deps.log)
+	ep := rpc.NewEndpoint(rpc.EndpointOptions{SweepInterval: c.opts.TimeoutResolution}, nil, nil, c.deps.clock, c.deps.log)
 	dialCtx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
 	conn, err := transport.Dial(dialCtx, c.opts.Gateway, transport.Options{MaxFrameSize: c.opts.MaxFrameSize}, ep)
@@ -139,7 +139,7 @@ func (c *Client) endpoint(ctx context.Context) (*cluster.Endpoint, error) {
 }
 
 // open returns the live connection unless there is none or it has ended.
-func (c *Client) open() *cluster.Endpoint {
+func (c *Client) open() *rpc.Endpoint {
 	ep := c.live.Load()
 	if ep == nil {
 		return nil
@@ -161,7 +161,7 @@ func (c *Client) Call(ctx context.Context, call proxy.Call, in, out proto.Messag
 		return err
 	}
 	err = ep.Call(ctx, call, in, out)
-	if err == nil || !errors.Is(err, cluster.ErrNotSent) || !errors.Is(err, proxy.ErrUnavailable) {
+	if err == nil || !errors.Is(err, rpc.ErrNotSent) || !errors.Is(err, proxy.ErrUnavailable) {
 		return err
 	}
 	<-ep.Conn().Done() // closing already; let it finish so endpoint redials
@@ -178,10 +178,10 @@ func (c *Client) ResponseTimeout() time.Duration { return c.opts.ResponseTimeout
 func (c *Client) OutgoingFilters() []proxy.OutgoingFilter { return c.deps.outgoing }
 
 // Stats returns the counters of the current connection.
-func (c *Client) Stats() cluster.EndpointStats {
+func (c *Client) Stats() rpc.EndpointStats {
 	ep := c.live.Load()
 	if ep == nil {
-		return cluster.EndpointStats{}
+		return rpc.EndpointStats{}
 	}
 	return ep.Stats()
 }

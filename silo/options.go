@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/cluster"
-	"github.com/granary-go/granary/cluster/transport"
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/rpc"
+	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/persistence"
 	"github.com/granary-go/granary/proxy"
 )
@@ -81,7 +81,7 @@ func (o *Options) EnsureDefaults() {
 		o.MaxFrameSize = DefaultMaxFrameSize
 	}
 	if o.TimeoutResolution == 0 {
-		o.TimeoutResolution = cluster.DefaultSweepInterval
+		o.TimeoutResolution = rpc.DefaultSweepInterval
 	}
 }
 

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/cluster"
-	"github.com/granary-go/granary/cluster/transport"
-	"github.com/granary-go/granary/cluster/wire"
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/rpc"
+	"github.com/granary-go/granary/internal/transport"
+	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/persistence"
 	"github.com/granary-go/granary/proxy"
 )
@@ -44,7 +44,7 @@ type Silo struct {
 		kinds     []*actor.Kind
 		types     []string
 		listener  *transport.Listener
-		endpoints map[*cluster.Endpoint]struct{}
+		endpoints map[*rpc.Endpoint]struct{}
 		started   bool
 		stopped   bool
 
@@ -81,10 +81,10 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 	}
 	s.flusher = flusher
 	s.caller = &hostedCaller{
-		LocalCaller: cluster.NewLocalCaller(s, func() time.Duration { return s.opts.ResponseTimeout }, s.deps.clock, opts.TimeoutResolution),
+		LocalCaller: rpc.NewLocalCaller(s, func() time.Duration { return s.opts.ResponseTimeout }, s.deps.clock, opts.TimeoutResolution),
 		filters:     s.deps.outgoing,
 	}
-	s.mu.endpoints = make(map[*cluster.Endpoint]struct{})
+	s.mu.endpoints = make(map[*rpc.Endpoint]struct{})
 	return s, nil
 }
 
@@ -174,7 +174,7 @@ func (s *Silo) Start(ctx context.Context) error {
 	if !s.opts.DisableGateway {
 		interner := wire.NewInterner(s.mu.types...)
 		l, err := transport.Listen(s.opts.GatewayAddress, s.opts.transport(), func(c *transport.Conn) transport.Handler {
-			ep := cluster.NewEndpoint(cluster.EndpointOptions{SweepInterval: s.opts.TimeoutResolution}, host, interner, s.deps.clock, s.log)
+			ep := rpc.NewEndpoint(rpc.EndpointOptions{SweepInterval: s.opts.TimeoutResolution}, host, interner, s.deps.clock, s.log)
 			ep.Attach(c)
 			s.mu.Lock()
 			s.mu.endpoints[ep] = struct{}{}
@@ -196,7 +196,7 @@ func (s *Silo) Start(ctx context.Context) error {
 
 // gatewayConn forgets its endpoint when the connection ends.
 type gatewayConn struct {
-	*cluster.Endpoint
+	*rpc.Endpoint
 	silo *Silo
 }
 
@@ -326,8 +326,8 @@ func (s *Silo) closeGateway(ctx context.Context) error {
 // Stats are a silo's counters, for tests and metrics.
 type Stats struct {
 	Host    actor.HostStats
-	Gateway cluster.EndpointStats // summed over client connections
-	Clients int                   // client connections open
+	Gateway rpc.EndpointStats // summed over client connections
+	Clients int               // client connections open
 	Flusher persistence.FlusherStats
 }
 
@@ -335,7 +335,7 @@ type Stats struct {
 func (s *Silo) Stats() Stats {
 	host := s.host.Load()
 	s.mu.Lock()
-	eps := make([]*cluster.Endpoint, 0, len(s.mu.endpoints))
+	eps := make([]*rpc.Endpoint, 0, len(s.mu.endpoints))
 	for ep := range s.mu.endpoints {
 		eps = append(eps, ep)
 	}
@@ -355,7 +355,7 @@ func (s *Silo) Stats() Stats {
 
 // hostedCaller is the silo's own caller, with the silo's outgoing filters.
 type hostedCaller struct {
-	*cluster.LocalCaller
+	*rpc.LocalCaller
 	filters []proxy.OutgoingFilter
 }
 

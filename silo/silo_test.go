@@ -17,10 +17,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/cluster/transport"
-	"github.com/granary-go/granary/cluster/wire"
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/transport"
+	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/persistence"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/examples/counter"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/granary-go/granary/cluster/transport"
+	"github.com/granary-go/granary/internal/transport"
 )
 
 // idSize is the call id prefix of every body.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/granary-go/granary/cluster/transport"
+	"github.com/granary-go/granary/internal/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"

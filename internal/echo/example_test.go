@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/granary-go/granary/cluster/transport"
 	"github.com/granary-go/granary/internal/echo"
+	"github.com/granary-go/granary/internal/transport"
 )
 
 func Example() {

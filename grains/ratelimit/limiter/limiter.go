@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 )
 
 // Timer is a scheduled callback that can be stopped; *time.Timer is one.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 )
 
 var (

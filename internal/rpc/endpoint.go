@@ -1,4 +1,4 @@
-package cluster
+package rpc
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/cluster/transport"
-	"github.com/granary-go/granary/cluster/wire"
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/transport"
+	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
 )
 

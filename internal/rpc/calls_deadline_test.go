@@ -1,4 +1,4 @@
-package cluster
+package rpc
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/proxy"
 )
 

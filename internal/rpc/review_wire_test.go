@@ -1,4 +1,4 @@
-package cluster
+package rpc
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/granary-go/granary/cluster/transport"
-	"github.com/granary-go/granary/cluster/wire"
+	"github.com/granary-go/granary/internal/transport"
+	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
 )
 

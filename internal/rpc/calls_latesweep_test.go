@@ -1,4 +1,4 @@
-package cluster
+package rpc
 
 import (
 	"sync"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/proxy"
 )
 

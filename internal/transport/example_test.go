@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/granary-go/granary/cluster/transport"
+	"github.com/granary-go/granary/internal/transport"
 )
 
 // text is a Marshaler for a string body.

@@ -1,4 +1,4 @@
-package cluster
+package rpc
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/cluster/transport"
 	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/proxy"
 )
 

@@ -22,4 +22,4 @@
 //
 // Reader goroutines only decode frames and hand requests to the silo's
 // activations (Inbound); grain code never runs on them.
-package cluster
+package rpc

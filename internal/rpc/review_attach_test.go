@@ -1,4 +1,4 @@
-package cluster
+package rpc
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/granary-go/granary/cluster/transport"
-	"github.com/granary-go/granary/cluster/wire"
+	"github.com/granary-go/granary/internal/transport"
+	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
 )
 

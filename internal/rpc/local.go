@@ -1,4 +1,4 @@
-package cluster
+package rpc
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/clock"
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/proxy"
 )
 

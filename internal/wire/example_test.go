@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/granary-go/granary/cluster/wire"
+	"github.com/granary-go/granary/internal/wire"
 )
 
 func ExampleEnvelope() {
