@@ -21,18 +21,15 @@ type (
 		reason string
 		idle   bool // only deactivate if still idle when the turn runs
 	}
+	// registeredMsg carries the directory's answer when it came later
+	// than the registration's own turn.
+	registeredMsg struct {
+		winner string
+		err    error
+	}
 	// turnFunc runs a callback (a timer tick, a cancel notification, a
 	// state flush) inside a turn.
 	turnFunc func()
-)
-
-type activationState int32
-
-const (
-	stateActivating activationState = iota
-	stateValid
-	stateDead   // deactivated normally: requests still in the mailbox are re-delivered
-	stateFailed // activation failed: requests still in the mailbox fail with the cause
 )
 
 // activation is one live grain: a protoactor actor whose Receive is the
@@ -45,8 +42,8 @@ type activation struct {
 	pid           *protoactor.PID
 	collectionAge time.Duration
 
-	state       activationState
-	failure     error
+	core        core
+	failure     error // why the activation failed, when it did
 	grain       any
 	record      StateRecord
 	current     *Request  // the request whose turn is running
@@ -112,21 +109,24 @@ func (a *activation) Receive(c protoactor.Context) {
 	case *Request:
 		a.onBatch(msg)
 	case turnFunc:
-		if a.state == stateValid {
+		if a.core.active() {
 			// Timer ticks, OnCancel callbacks and state snapshots are grain
 			// code too: a panic in them is contained like a method's.
 			if err := a.safely(func() error { msg(); return nil }); err != nil {
 				a.logPanic(err, 0)
-				a.deactivateNow("panic")
+				a.apply(a.core.deactivate("panic"))
 				return
 			}
 			a.afterTurn()
 		}
 	case activateMsg:
-		a.activate()
+		a.apply(a.core.start())
+	case registeredMsg:
+		a.noteRegistration(msg)
+		a.apply(a.core.registered(msg.winner, msg.err))
 	case deactivateMsg:
-		if a.state == stateValid && (!msg.idle || a.idleNow()) {
-			a.deactivateNow(msg.reason)
+		if a.core.active() && (!msg.idle || a.idleNow()) {
+			a.apply(a.core.deactivate(msg.reason))
 		}
 	}
 }
@@ -146,8 +146,105 @@ func (a *activation) onBatch(first *Request) {
 	for req := first; req != nil; {
 		rest = req.next
 		req.next = nil
-		a.onRequest(req)
+		a.do(a.core.request(req))
 		req = rest
+	}
+}
+
+// apply carries out a step's effects in order. Registering and activating
+// end their steps, and when their outcome is known at once the core's next
+// step follows in the same turn.
+func (a *activation) apply(effects []effect) {
+	for len(effects) > 0 {
+		var next []effect
+		for _, e := range effects {
+			switch e.kind {
+			case effRegister:
+				if r := a.register(); r != nil {
+					next = a.core.registered(r.winner, r.err)
+				}
+			case effActivate:
+				next = a.core.activated(a.activate())
+			default:
+				a.do(e)
+			}
+		}
+		effects = next
+	}
+}
+
+// do carries out one effect other than registering and activating.
+func (a *activation) do(e effect) {
+	h := a.host
+	switch e.kind {
+	case 0: // the request waits in the core's queue
+	case effRun:
+		if !a.core.active() {
+			// A request drained from the queue after an earlier turn of the
+			// same step deactivated the grain: it goes where the core now
+			// sends requests.
+			a.do(a.core.request(e.req))
+			return
+		}
+		a.runTurn(e.req)
+	case effForward:
+		h.forward(e.req, e.silo)
+	case effReroute:
+		h.route(e.req)
+	case effFail:
+		e.req.Reply.Reply(e.req, nil, a.failure)
+		e.req.release()
+	case effDeactivate:
+		a.deactivateNow()
+	case effUnregister:
+		h.locator.Unregister(a.id)
+	case effFinish:
+		a.finish()
+	}
+}
+
+// register asks the directory to register the activation. It returns the
+// answer when the directory gave it before Register returned; otherwise
+// the answer arrives later as a registeredMsg.
+func (a *activation) register() *registeredMsg {
+	r := &registration{a: a}
+	a.host.locator.Register(a.id, r.done)
+	if r.state.CompareAndSwap(registrationWaiting, registrationLate) {
+		return nil
+	}
+	msg := &registeredMsg{winner: r.winner, err: r.err}
+	a.noteRegistration(*msg)
+	return msg
+}
+
+// registration takes the directory's answer to one activation's Register:
+// in the turn that asked when it comes at once, else through the mailbox.
+type registration struct {
+	a      *activation
+	state  atomic.Int32
+	winner string
+	err    error
+}
+
+const (
+	registrationWaiting  = iota // the asking turn has not yet looked
+	registrationAnswered        // answered before the asking turn looked
+	registrationLate            // the asking turn looked first: the answer is posted
+)
+
+func (r *registration) done(winner string, err error) {
+	r.winner, r.err = winner, err
+	if r.state.CompareAndSwap(registrationWaiting, registrationAnswered) {
+		return
+	}
+	r.a.post(registeredMsg{winner: winner, err: err})
+}
+
+// noteRegistration keeps a failed registration's error for the requests
+// that waited for it.
+func (a *activation) noteRegistration(r registeredMsg) {
+	if r.err != nil {
+		a.failure = fmt.Errorf("%w: %s: register: %w", ErrUnavailable, a.id, r.err)
 	}
 }
 
@@ -160,7 +257,9 @@ func (a *activation) idleNow() bool {
 	return len(a.pending) == 0
 }
 
-func (a *activation) activate() {
+// activate loads the grain's state and runs OnActivate. It returns the
+// failure, which the requests waiting for the activation receive.
+func (a *activation) activate() error {
 	h := a.host
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.ActivationTimeout)
 	defer cancel()
@@ -188,22 +287,20 @@ func (a *activation) activate() {
 		}
 		return nil
 	})
-	if err != nil {
-		h.stats.activationFailures.Add(1)
-		h.log.Warn("activation failed", slog.String("grain", a.id.String()), slog.Any("err", err))
-		a.failure = fmt.Errorf("%w: %s: %w", ErrActivation, a.id, err)
-		a.state = stateFailed
-		if a.record != nil {
-			// A half-built grain's SaveState may panic: contained, it must
-			// not keep the failed activation from leaving the catalog.
-			if cerr := a.safely(func() error { return a.record.Close(ctx) }); cerr != nil {
-				h.log.Warn("closing the state of a failed activation", slog.String("grain", a.id.String()), slog.Any("err", cerr))
-			}
-		}
-		a.finish()
-		return
+	if err == nil {
+		return nil
 	}
-	a.state = stateValid
+	h.stats.activationFailures.Add(1)
+	h.log.Warn("activation failed", slog.String("grain", a.id.String()), slog.Any("err", err))
+	a.failure = fmt.Errorf("%w: %s: %w", ErrActivation, a.id, err)
+	if a.record != nil {
+		// A half-built grain's SaveState may panic: contained, it must
+		// not keep the failed activation from leaving the catalog.
+		if cerr := a.safely(func() error { return a.record.Close(ctx) }); cerr != nil {
+			h.log.Warn("closing the state of a failed activation", slog.String("grain", a.id.String()), slog.Any("err", cerr))
+		}
+	}
+	return a.failure
 }
 
 // conflictNotifier is a StateRecord that tells of background write
@@ -226,16 +323,8 @@ func (a *activation) onStateConflict(err error) {
 // schedule is handed to persistence: it runs fn in a later turn.
 func (a *activation) schedule(fn func()) bool { return a.post(turnFunc(fn)) }
 
-func (a *activation) onRequest(req *Request) {
-	switch a.state {
-	case stateDead:
-		a.host.Deliver(req) // re-route to the grain's next activation
-		return
-	case stateFailed:
-		req.Reply.Reply(req, nil, a.failure)
-		req.release()
-		return
-	}
+// runTurn runs one request's method in the current turn.
+func (a *activation) runTurn(req *Request) {
 	h := a.host
 	if req.Ctx != nil && req.Ctx.Err() != nil {
 		// The caller cancelled while this request waited in the mailbox:
@@ -278,7 +367,7 @@ func (a *activation) onRequest(req *Request) {
 			req.Reply.Reply(req, nil, err)
 			req.release()
 		}
-		a.deactivateNow("panic")
+		a.apply(a.core.deactivate("panic"))
 		return
 	case deferred != nil:
 		// The grain answers later through the Deferred, which releases
@@ -305,12 +394,14 @@ func (a *activation) logPanic(err error, method uint32) {
 func (a *activation) afterTurn() {
 	if a.deactivate {
 		a.deactivate = false
-		a.deactivateNow("requested by grain")
+		a.apply(a.core.deactivate("requested by grain"))
 	}
 }
 
-// deactivateNow runs the deactivation sequence inside the current turn.
-func (a *activation) deactivateNow(reason string) {
+// deactivateNow runs the deactivation sequence inside the current turn:
+// timers stop, deferred replies still open fail, OnDeactivate runs and the
+// state is flushed. The core then unregisters and finishes.
+func (a *activation) deactivateNow() {
 	h := a.host
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.DeactivationTimeout)
 	defer cancel()
@@ -341,15 +432,13 @@ func (a *activation) deactivateNow(reason string) {
 			h.log.Warn("final state flush failed", slog.String("grain", a.id.String()), slog.Any("err", err))
 		}
 	}
-	a.state = stateDead
 	h.stats.deactivations.Add(1)
-	h.log.Debug("deactivated", slog.String("grain", a.id.String()), slog.String("reason", reason))
-	a.finish()
+	h.log.Debug("deactivated", slog.String("grain", a.id.String()), slog.String("reason", a.core.reason))
 }
 
 // finish removes the activation from the catalog and stops its actor after
-// every message already in its mailbox: those are re-delivered or failed by
-// onRequest, since nothing new can reach a removed activation.
+// every message already in its mailbox: the core sends those where the
+// grain now lives, since nothing new can reach a removed activation.
 func (a *activation) finish() {
 	a.host.remove(a)
 	a.gone.Store(true)

@@ -97,6 +97,20 @@ type Request struct {
 	// Reply receives the outcome.
 	Reply Replier
 
+	// What a silo that forwards the request passes on, end to end.
+
+	// Hint names the silo that should host a new activation.
+	Hint string
+	// Timeout is the caller's response timeout; zero means none.
+	Timeout time.Duration
+	// Hops counts the silos that have forwarded the request so far.
+	Hops uint32
+	// FromSilo is set when a silo made the call, not a client.
+	FromSilo bool
+	// Registered is set by the Replier that registered the call in a
+	// cancellation registry of its own, for its own bookkeeping.
+	Registered bool
+
 	cc     *callContext // the method's context while its turn runs, when it has a budget or can be cancelled
 	next   *Request     // the next request of a batch posted as one mailbox message
 	pooled bool         // from NewRequest: recycled once answered
@@ -110,10 +124,14 @@ var requestPool = sync.Pool{New: func() any { return &Request{pooled: true} }}
 // collector.
 func NewRequest() *Request { return requestPool.Get().(*Request) }
 
-// release recycles req if it came from NewRequest. Only the host calls it,
-// once the reply has been handed to req.Reply and nothing refers to req
-// any more; the method's context (cc) is a separate object, so a grain
-// that kept its ctx keeps nothing of the request.
+// Release recycles req if it came from NewRequest. The host calls it once
+// the reply has been handed to req.Reply; whoever answers a request
+// instead of the host (a silo that forwarded it) calls it once it has
+// answered. Nothing may refer to req afterwards. The method's context is a
+// separate object, so a grain that kept its ctx keeps nothing of the
+// request.
+func (req *Request) Release() { req.release() }
+
 func (req *Request) release() {
 	if req.pooled {
 		*req = Request{pooled: true}

@@ -88,6 +88,46 @@ func WithOwner(owner any) HostOption { return func(h *Host) { h.owner = owner } 
 // WithStateStore gives activations persistent state.
 func WithStateStore(s StateStore) HostOption { return func(h *Host) { h.store = s } }
 
+// WithDirectory sets where activations register. Default: a directory of
+// this host alone, in which every registration wins.
+func WithDirectory(d Directory) HostOption { return func(h *Host) { h.locator = d } }
+
+// WithRouter sets where requests go that no activation on this host
+// serves. Default: none, so the host activates every grain it is asked
+// for and cannot forward.
+func WithRouter(r Router) HostOption { return func(h *Host) { h.router = r } }
+
+// Directory is the grain directory as the host uses it: a new activation
+// registers before it loads state or runs OnActivate, and a deactivated
+// one unregisters after its final flush.
+type Directory interface {
+	// Register registers this host's activation of id. done receives ""
+	// when it is now the grain's activation, the silo that holds the
+	// grain's activation when another registered first, or the error that
+	// kept the directory from answering. done may be called before
+	// Register returns, or later from any goroutine, exactly once.
+	Register(id GrainID, done func(winner string, err error))
+	// Unregister removes this host's activation of id.
+	Unregister(id GrainID)
+}
+
+// Router sends on the requests this host does not serve itself.
+type Router interface {
+	// Route finds where a request for a grain with no activation here
+	// goes: the router calls the host's Activate when the grain belongs
+	// here, and sends it on otherwise.
+	Route(req *Request)
+	// Forward sends a request to the silo that holds its grain's
+	// activation, as an activation that lost its registration does.
+	Forward(req *Request, silo string)
+}
+
+// soleDirectory is the directory of a host alone: every registration wins.
+type soleDirectory struct{}
+
+func (soleDirectory) Register(_ GrainID, done func(string, error)) { done("", nil) }
+func (soleDirectory) Unregister(GrainID)                           {}
+
 // StateStore opens the persistent state of an activation. schedule runs a
 // function inside a later turn of the activation (false once it is gone);
 // snapshot encodes the grain's state and is only called inside turns.
@@ -111,14 +151,16 @@ type StateRecord interface {
 // first request for a grain, runs each on its own protoactor actor, and
 // deactivates idle ones. It is safe for concurrent use.
 type Host struct {
-	opts   HostOptions
-	clock  clock.Clock
-	log    *slog.Logger
-	store  StateStore
-	owner  any
-	system *protoactor.ActorSystem
-	kinds  map[string]*Kind
-	disp   *workerDispatcher
+	opts    HostOptions
+	clock   clock.Clock
+	log     *slog.Logger
+	store   StateStore
+	owner   any
+	locator Directory
+	router  Router
+	system  *protoactor.ActorSystem
+	kinds   map[string]*Kind
+	disp    *workerDispatcher
 
 	shutdown sync.Once
 
@@ -158,7 +200,7 @@ func NewHost(opts HostOptions, kinds []*Kind, optFns ...HostOption) (*Host, erro
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Host{opts: opts, clock: clock.Real{}, log: slog.Default(), kinds: make(map[string]*Kind, len(kinds))}
+	h := &Host{opts: opts, clock: clock.Real{}, log: slog.Default(), locator: soleDirectory{}, kinds: make(map[string]*Kind, len(kinds))}
 	for _, fn := range optFns {
 		fn(h)
 	}
@@ -231,15 +273,10 @@ func compactRegistry(sys *protoactor.ActorSystem) {
 	sys.ProcessRegistry.LocalPIDs = sm
 }
 
-// Deliver hands a request to the grain's activation, creating it first when
-// the grain is not active. Unknown grain types and a stopping host are
-// answered at once through req.Reply.
+// Deliver hands a request to the grain's activation on this host. When
+// the grain has none here, the request goes to the host's router, which
+// decides where the grain lives (with no router, the host activates it).
 func (h *Host) Deliver(req *Request) {
-	kind := h.kinds[req.Target.Type]
-	if kind == nil {
-		req.Reply.Reply(req, nil, fmt.Errorf("%w: %q", ErrUnknownGrainType, req.Target.Type))
-		return
-	}
 	h.mu.RLock()
 	if a := h.mu.acts.get(req.Target); a != nil {
 		a.post(req)
@@ -247,11 +284,44 @@ func (h *Host) Deliver(req *Request) {
 		return
 	}
 	h.mu.RUnlock()
+	h.route(req)
+}
 
+// route sends a request for a grain with no activation here to the router.
+func (h *Host) route(req *Request) {
+	if h.router != nil {
+		h.router.Route(req)
+		return
+	}
+	h.Activate(req)
+}
+
+// forward sends req to the silo that holds its grain's activation.
+func (h *Host) forward(req *Request, silo string) {
+	if h.router == nil {
+		req.Reply.Reply(req, nil, fmt.Errorf("%w: %s lives on silo %s and this host cannot forward", ErrUnavailable, req.Target, silo))
+		req.release()
+		return
+	}
+	h.router.Forward(req, silo)
+}
+
+// Activate hands a request to the grain's activation on this host,
+// creating the activation first when there is none; the router calls it
+// for grains that belong here. Unknown grain types and a stopping host are
+// answered at once through req.Reply.
+func (h *Host) Activate(req *Request) {
+	kind := h.kinds[req.Target.Type]
+	if kind == nil {
+		req.Reply.Reply(req, nil, fmt.Errorf("%w: %q", ErrUnknownGrainType, req.Target.Type))
+		req.release()
+		return
+	}
 	h.mu.Lock()
 	if h.mu.stopping || !h.mu.started {
 		h.mu.Unlock()
 		req.Reply.Reply(req, nil, ErrStopping)
+		req.release()
 		return
 	}
 	a := h.mu.acts.get(req.Target)
@@ -278,7 +348,7 @@ func (h *Host) DeliverInline(reqs []*Request) (run func()) {
 		return nil
 	}
 	// Only activations of registered kinds exist, so finding one is enough:
-	// the kind is checked, by Deliver, only when there is none.
+	// the kind is checked, by Activate, only when there is none.
 	h.mu.RLock()
 	if a := h.mu.acts.get(reqs[0].Target); a != nil {
 		for i, req := range reqs[:len(reqs)-1] {

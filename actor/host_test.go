@@ -174,9 +174,10 @@ func (c chanReplier) Reply(_ *Request, reply proto.Message, err error) { c <- re
 // memStore is a minimal StateStore for these tests; package persistence
 // has the real one.
 type memStore struct {
-	mu     sync.Mutex
-	data   map[GrainID][]byte
-	writes int
+	mu      sync.Mutex
+	data    map[GrainID][]byte
+	writes  int
+	onWrite func() // called under mu after each write, when set
 }
 
 type memRecord struct {
@@ -202,6 +203,9 @@ func (r *memRecord) Flush(context.Context) error {
 	defer r.s.mu.Unlock()
 	r.s.data[r.id] = data
 	r.s.writes++
+	if r.s.onWrite != nil {
+		r.s.onWrite()
+	}
 	r.dirty.Store(false)
 	return nil
 }
@@ -230,12 +234,13 @@ type fixture struct {
 	started     chan struct{}
 	failOnce    atomic.Bool
 	kept        chan context.Context
+	extra       []HostOption // options for the hosts startHost starts
 }
 
-func newFixture(t *testing.T, opts HostOptions) *fixture {
+func newFixture(t *testing.T, opts HostOptions, extra ...HostOption) *fixture {
 	t.Helper()
 	f := &fixture{t: t, clock: clock.NewFake(time.Unix(1_000_000, 0)), store: &memStore{data: map[GrainID][]byte{}},
-		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64)}
+		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64), extra: extra}
 	f.host = f.startHost(opts, testType)
 	return f
 }
@@ -251,8 +256,8 @@ func (f *fixture) startHost(opts HostOptions, types ...string) *Host {
 				release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
 		}}
 	}
-	h, err := NewHost(opts, kinds, WithClock(f.clock), WithStateStore(f.store),
-		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	h, err := NewHost(opts, kinds, append([]HostOption{WithClock(f.clock), WithStateStore(f.store),
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, f.extra...)...)
 	require.NoError(f.t, err)
 	require.NoError(f.t, h.Start(context.Background()))
 	f.t.Cleanup(func() {
@@ -273,6 +278,20 @@ func (f *fixture) send(ctx context.Context, key string, method uint32, v int64, 
 	}
 	f.host.Deliver(req)
 	return rc
+}
+
+// Waits of the tests in this package: how long a condition may take, and
+// how often it is polled.
+const (
+	testWait = 10 * time.Second
+	testPoll = time.Millisecond
+)
+
+func mustPayload(t *testing.T, v int64) []byte {
+	t.Helper()
+	payload, err := proto.Marshal(wrapperspb.Int64(v))
+	require.NoError(t, err)
+	return payload
 }
 
 func (f *fixture) call(key string, method uint32, v int64) (int64, error) {

@@ -4,42 +4,53 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/granary-go/granary/actor"
 )
 
-// Sentinel errors of grain calls. Errors that crossed the wire arrive as
-// *RemoteError, which matches these with errors.Is.
+// Sentinel errors of grain calls. A call that fails in the runtime returns
+// a *CallError (or a *TimeoutError), which matches these with errors.Is,
+// whether the grain is in the caller's process or on another silo.
 var (
 	ErrUnknownGrainType  = actor.ErrUnknownGrainType
 	ErrUnknownMethod     = actor.ErrUnknownMethod
 	ErrBadRequest        = errors.New("proxy: bad request")
 	ErrPanic             = actor.ErrPanic
+	ErrActivation        = actor.ErrActivation
 	ErrUnavailable       = actor.ErrUnavailable
 	ErrOverloaded        = errors.New("proxy: silo overloaded")
 	ErrTimeout           = errors.New("proxy: response timeout")
 	ErrBudgetExpired     = errors.New("proxy: call budget expired")
+	ErrForwardLimit      = errors.New("proxy: forwarding limit reached")
 	ErrInvalidDescriptor = errors.New("proxy: invalid service descriptor")
-	ErrDuplicateCall     = errors.New("proxy: call id already active")
-	ErrApplication       = errors.New("proxy: grain returned an error")
+	// ErrApplication matches every *Error: the grain itself returned an
+	// error, as opposed to the runtime failing the call.
+	ErrApplication = errors.New("proxy: grain returned an error")
 )
 
-// Code classifies the outcome of a call on the wire.
+// Code classifies the outcome of a call, as the wire's reply status does.
 type Code uint8
 
-// Codes, numbered as the wire's reply status.
+// Codes, numbered as the wire's reply status. They never change.
 const (
-	CodeOK Code = iota
-	CodeApplication
-	CodeUnknownGrainType
-	CodeUnknownMethod
-	CodeBadRequest
-	CodePanic
-	CodeCancelled
-	CodeTimeout
-	CodeUnavailable
-	CodeOverloaded
+	CodeOK               Code = 0
+	CodeApplication      Code = 1 // the grain returned an error: see *Error
+	CodeUnknownGrainType Code = 2
+	CodeUnknownMethod    Code = 3
+	CodeBadRequest       Code = 4
+	CodePanic            Code = 5
+	CodeCancelled        Code = 6
+	CodeTimeout          Code = 7
+	CodeUnavailable      Code = 8
+	CodeOverloaded       Code = 9
+	CodeForwardLimit     Code = 10
+	CodeActivation       Code = 11
 )
 
 var codeErrors = [...]error{
@@ -52,55 +63,110 @@ var codeErrors = [...]error{
 	CodeTimeout:          ErrTimeout,
 	CodeUnavailable:      ErrUnavailable,
 	CodeOverloaded:       ErrOverloaded,
+	CodeForwardLimit:     ErrForwardLimit,
+	CodeActivation:       ErrActivation,
 }
 
-// RemoteError is an error reported by the silo that ran (or refused) the
-// call. errors.Is matches it against the sentinel of its code.
-type RemoteError struct {
+// String returns the code's name.
+func (c Code) String() string {
+	if int(c) < len(codeErrors) && codeErrors[c] != nil {
+		return codeErrors[c].Error()
+	}
+	if c == CodeOK {
+		return "ok"
+	}
+	return "code " + strconv.Itoa(int(c))
+}
+
+// Error is an error a grain returns on purpose, with a code and message
+// of its own and optional details, in the spirit of a gRPC status. The
+// caller receives an *Error with the same code, message and details
+// whether the grain ran in its process or on another silo. A grain that
+// returns any other error value is seen by its caller as an *Error with
+// code 0 and the error's text: error values themselves never cross from
+// grain to caller, on any path.
+//
+// errors.Is matches two *Error values by code alone, so a package can
+// declare sentinels (var ErrNotFound = proxy.NewError(404, "not found"))
+// and callers can test for them; every *Error also matches ErrApplication.
+type Error struct {
+	// Code is the grain's own classification; its meaning is the
+	// contract's business. 0 means unclassified.
+	Code uint32
+	// Message describes the failure to a human.
+	Message string
+	// Details carries structured information, as google.protobuf.Any
+	// values; decode one with its UnmarshalTo.
+	Details []*anypb.Any
+}
+
+// NewError returns an *Error with the given code and message.
+func NewError(code uint32, message string) *Error { return &Error{Code: code, Message: message} }
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code uint32, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithDetails returns a copy of e that carries msgs as further details.
+func (e *Error) WithDetails(msgs ...proto.Message) (*Error, error) {
+	out := &Error{Code: e.Code, Message: e.Message, Details: append([]*anypb.Any(nil), e.Details...)}
+	for _, m := range msgs {
+		a, err := anypb.New(m)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: error detail: %w", err)
+		}
+		out.Details = append(out.Details, a)
+	}
+	return out, nil
+}
+
+// Error returns the message, followed by the code when it is not 0.
+func (e *Error) Error() string {
+	if e.Code == 0 {
+		return e.Message
+	}
+	return e.Message + " (code " + strconv.FormatUint(uint64(e.Code), 10) + ")"
+}
+
+// Is reports whether target is ErrApplication or an *Error with the same
+// code.
+func (e *Error) Is(target error) bool {
+	if target == ErrApplication {
+		return true
+	}
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// CallError reports that the runtime failed a call (the grain type is
+// unknown, the silo is unavailable, the method panicked, ...), as opposed
+// to the grain returning an error of its own. errors.Is matches it
+// against the sentinel of its code.
+type CallError struct {
 	Code    Code
 	Message string
 }
 
-func (e *RemoteError) Error() string {
-	if e.Message == "" {
-		return e.Unwrap().Error()
+// Error returns the sentinel's text and the message, without repeating
+// the sentinel when the message already says it.
+func (e *CallError) Error() string {
+	sentinel := e.Unwrap().Error()
+	switch {
+	case e.Message == "":
+		return sentinel
+	case strings.Contains(e.Message, sentinel):
+		return e.Message
 	}
-	return e.Unwrap().Error() + ": " + e.Message
+	return sentinel + ": " + e.Message
 }
 
 // Unwrap returns the sentinel error of the code.
-func (e *RemoteError) Unwrap() error {
+func (e *CallError) Unwrap() error {
 	if int(e.Code) < len(codeErrors) && codeErrors[e.Code] != nil {
 		return codeErrors[e.Code]
 	}
-	return ErrApplication
-}
-
-// CodeOf classifies err for the wire: the code of a *RemoteError or of a
-// known sentinel, CodeCancelled for context.Canceled, else CodeApplication.
-func CodeOf(err error) Code {
-	if err == nil {
-		return CodeOK
-	}
-	var re *RemoteError
-	if errors.As(err, &re) {
-		return re.Code
-	}
-	for c, sentinel := range codeErrors {
-		if sentinel != nil && errors.Is(err, sentinel) {
-			return Code(c)
-		}
-	}
-	return CodeApplication
-}
-
-// ErrorOf turns a wire code and message back into an error: nil for
-// CodeOK, else a *RemoteError.
-func ErrorOf(code Code, message string) error {
-	if code == CodeOK {
-		return nil
-	}
-	return &RemoteError{Code: code, Message: message}
+	return ErrUnavailable
 }
 
 // TimeoutError reports that no reply arrived within the response timeout.

@@ -173,38 +173,41 @@ func TestMethodIDsAreStable(t *testing.T) {
 	assert.NotEqual(t, MethodID("a.B", "C"), MethodID("a.B", "D"))
 }
 
-func TestErrorCodesRoundTrip(t *testing.T) {
+func TestGrainErrorsMatchByCode(t *testing.T) {
+	notFound := NewError(404, "not found")
+	err := fmt.Errorf("lookup: %w", Errorf(404, "no user %q", "ann"))
+	assert.ErrorIs(t, err, notFound, "the same code matches whatever the message")
+	assert.ErrorIs(t, err, ErrApplication)
+	assert.NotErrorIs(t, err, NewError(403, "not found"))
+	assert.NotErrorIs(t, err, ErrUnavailable)
+	assert.Equal(t, `no user "ann" (code 404)`, errors.Unwrap(err).Error())
+	assert.Equal(t, "plain", NewError(0, "plain").Error(), "code 0 adds nothing to the message")
+
+	withDetail, err := notFound.WithDetails(wrapperspb.String("user ann"))
+	require.NoError(t, err)
+	require.Len(t, withDetail.Details, 1)
+	assert.Empty(t, notFound.Details, "WithDetails copies")
+	var got wrapperspb.StringValue
+	require.NoError(t, withDetail.Details[0].UnmarshalTo(&got))
+	assert.Equal(t, "user ann", got.Value)
+}
+
+func TestCallErrorsMatchTheirSentinelOnce(t *testing.T) {
 	for _, tc := range []struct {
-		err  error
-		code Code
+		err      *CallError
+		sentinel error
+		text     string
 	}{
-		{nil, CodeOK},
-		{errors.New("app"), CodeApplication},
-		{fmt.Errorf("wrapped: %w", ErrUnknownGrainType), CodeUnknownGrainType},
-		{ErrUnknownMethod, CodeUnknownMethod},
-		{ErrBadRequest, CodeBadRequest},
-		{actor.ErrPanic, CodePanic},
-		{context.Canceled, CodeCancelled},
-		{&TimeoutError{Timeout: time.Second}, CodeTimeout},
-		{actor.ErrStopping, CodeUnavailable},
-		{actor.ErrDeactivated, CodeUnavailable},
-		{ErrOverloaded, CodeOverloaded},
-		{&RemoteError{Code: CodePanic, Message: "x"}, CodePanic},
+		{&CallError{Code: CodeTimeout}, ErrTimeout, ErrTimeout.Error()},
+		{&CallError{Code: CodeCancelled, Message: "gone"}, context.Canceled, "context canceled: gone"},
+		{&CallError{Code: CodeUnavailable, Message: "actor: grain unavailable: actor: host is stopping"}, ErrUnavailable, "actor: grain unavailable: actor: host is stopping"},
+		{&CallError{Code: CodeForwardLimit, Message: "x"}, ErrForwardLimit, "proxy: forwarding limit reached: x"},
+		{&CallError{Code: Code(200), Message: "future"}, ErrUnavailable, "actor: grain unavailable: future"},
 	} {
-		code := CodeOf(tc.err)
-		assert.Equal(t, tc.code, code, "%v", tc.err)
-		back := ErrorOf(code, "detail")
-		if tc.err == nil {
-			assert.NoError(t, back)
-			continue
-		}
-		var re *RemoteError
-		require.ErrorAs(t, back, &re)
-		assert.Contains(t, back.Error(), "detail")
+		assert.ErrorIs(t, tc.err, tc.sentinel, "%v", tc.err)
+		assert.NotErrorIs(t, tc.err, ErrApplication)
+		assert.Equal(t, tc.text, tc.err.Error(), "the sentinel is said once")
 	}
-	assert.ErrorIs(t, ErrorOf(CodeCancelled, ""), context.Canceled)
-	assert.ErrorIs(t, ErrorOf(Code(200), "future"), ErrApplication, "unknown codes read as application errors")
-	assert.Equal(t, ErrTimeout.Error(), (&RemoteError{Code: CodeTimeout}).Error())
 	assert.Contains(t, (&TimeoutError{Target: actor.GrainID{Type: "t", Key: "k"}, Method: "t/M", Timeout: time.Second}).Error(), "t/k")
 }
 

@@ -28,6 +28,8 @@ type pending struct {
 
 	payload []byte // encoded reply
 	err     error
+
+	relay *relayEntry // set when the entry relays another connection's request instead of a waiting caller
 }
 
 var pendingPool = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
@@ -136,6 +138,10 @@ func (t *callTable) sweep() {
 	t.mu.Unlock()
 	for _, p := range expired {
 		t.timeouts.Add(1)
+		if p.relay != nil {
+			p.relay.fail(p, &proxy.CallError{Code: proxy.CodeTimeout, Message: fmt.Sprintf("%s: relayed call got no reply within %v", p.relay.req.Target, p.call.Timeout)})
+			continue
+		}
 		p.err = &proxy.TimeoutError{Target: p.call.Target, Method: p.call.Method.FullName(), Timeout: p.call.Timeout}
 		p.done <- struct{}{}
 	}
@@ -150,6 +156,10 @@ func (t *callTable) close(err error) {
 	calls := t.mu.calls.RemoveIf(nil, func(uint64, *pending) bool { return true })
 	t.mu.Unlock()
 	for _, p := range calls {
+		if p.relay != nil {
+			p.relay.fail(p, err)
+			continue
+		}
 		p.err = err
 		p.done <- struct{}{}
 	}

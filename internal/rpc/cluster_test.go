@@ -209,10 +209,10 @@ func TestEndpointRoundTripAndErrors(t *testing.T) {
 	call := testCall(time.Second, false)
 	call.Method = &proxy.MethodDesc{Service: "test.S", Name: "Fail", ID: 3}
 	err := client.Call(context.Background(), call, wrapperspb.Int64(1), out)
-	var re *proxy.RemoteError
-	require.ErrorAs(t, err, &re)
-	assert.Equal(t, proxy.CodeApplication, re.Code)
-	assert.Contains(t, err.Error(), "grain says no")
+	var ge *proxy.Error
+	require.ErrorAs(t, err, &ge, "a grain's own error arrives as a *proxy.Error")
+	assert.ErrorIs(t, err, proxy.ErrApplication)
+	assert.Equal(t, "grain says no", ge.Message)
 	assert.Equal(t, proxy.DefaultResponseTimeout, client.ResponseTimeout())
 }
 

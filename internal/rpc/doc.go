@@ -16,7 +16,7 @@
 // Callers whose context cannot be cancelled (ctx.Done() == nil) wait on the
 // reply alone and send no cancellation flag. Callers that can cancel also
 // watch their context; when it ends, Call returns ctx.Err() at once and
-// pushes a cancel frame. The receiving end keeps a proxy.CancelRegistry per
+// pushes a cancel frame. The receiving end keeps a cancel.Registry per
 // connection that turns the cancel into the cancellation of a fresh
 // per-invocation context.
 //

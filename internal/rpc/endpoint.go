@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/cancel"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
@@ -55,7 +55,7 @@ type Endpoint struct {
 	runner  *inboundRunner // nil unless inbound can run turns inline
 
 	cancelsOnce sync.Once
-	cancels     *proxy.CancelRegistry
+	cancels     *cancel.Registry
 
 	cancelWatches, cancelsSent atomic.Int64
 }
@@ -280,9 +280,11 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 		if p == nil {
 			return // timed out or abandoned: drop the late reply
 		}
-		if env.Status != wire.StatusOK {
-			p.err = replyError(env.Status, env.Error)
-		} else {
+		if p.relay != nil {
+			p.relay.reply(p, &env)
+			return
+		}
+		if p.err = errorOf(&env); p.err == nil {
 			p.payload = env.Payload
 		}
 		p.done <- struct{}{}
@@ -296,18 +298,8 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 	}
 }
 
-// replyError turns a reply's failure status into the caller's error. A
-// status is an int32 on the wire while a proxy.Code is a byte: one outside
-// the byte's range must not truncate into CodeOK (256) or a known code.
-func replyError(status wire.Status, msg string) error {
-	if status < 0 || status > math.MaxUint8 {
-		return &proxy.RemoteError{Code: proxy.CodeApplication, Message: fmt.Sprintf("unknown reply status %d: %s", status, msg)}
-	}
-	return proxy.ErrorOf(proxy.Code(status), msg)
-}
-
-func (e *Endpoint) registry() *proxy.CancelRegistry {
-	e.cancelsOnce.Do(func() { e.cancels = proxy.NewCancelRegistry(e.calls.clock.Now) })
+func (e *Endpoint) registry() *cancel.Registry {
+	e.cancelsOnce.Do(func() { e.cancels = cancel.NewRegistry(e.calls.clock.Now) })
 	return e.cancels
 }
 
@@ -316,6 +308,7 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 	req.Target = actor.GrainID{Type: env.GrainType, Key: env.GrainKey}
 	req.CallID, req.MethodID = env.CallID, env.MethodID
 	req.Payload, req.Budget, req.Reply = env.Payload, env.Budget, e
+	req.Hint, req.Timeout, req.Hops, req.FromSilo = env.PlacementHint, env.Timeout, env.Hops, env.FromSilo
 	if e.inbound == nil {
 		e.Reply(req, nil, ErrNoInbound)
 		return
@@ -330,7 +323,7 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 			e.Reply(req, nil, fmt.Errorf("%w: %w", proxy.ErrBadRequest, err))
 			return
 		}
-		req.Ctx = ctx
+		req.Ctx, req.Registered = ctx, true
 	}
 	if e.runner != nil {
 		e.runner.deliver(req)
@@ -342,7 +335,7 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 // Reply implements actor.Replier: it sends the outcome of a request that
 // arrived on this endpoint.
 func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
-	if req.Ctx != nil {
+	if req.Registered {
 		e.cancels.Done(req.CallID)
 	}
 	o := outPool.Get().(*outFrame)
@@ -374,8 +367,7 @@ func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
 func (o *outFrame) setReply(id uint64, reply proto.Message, err error) error {
 	o.env = wire.Envelope{Kind: wire.KindReply, CallID: id}
 	if err != nil {
-		o.env.Status = wire.Status(proxy.CodeOf(err))
-		o.env.Error = err.Error()
+		encodeError(err).setOn(&o.env)
 		return nil
 	}
 	if reply == nil {
@@ -405,7 +397,7 @@ type EndpointStats struct {
 	CancelWatches int64 // outgoing calls that watched their context
 	CancelsSent   int64 // cancels pushed to the callee
 	Timeouts      int64 // outgoing calls failed by the response timeout
-	Inbound       proxy.CancelStats
+	Inbound       cancel.Stats
 	Transport     transport.Stats // the connection's traffic
 }
 

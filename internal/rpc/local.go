@@ -9,6 +9,8 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/cancel"
+	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -20,7 +22,7 @@ type LocalCaller struct {
 	inbound Inbound
 	timeout func() time.Duration
 	calls   callTable
-	cancels *proxy.CancelRegistry // contexts of cancellable calls, as on a connection
+	cancels *cancel.Registry // contexts of cancellable calls, as on a connection
 }
 
 var (
@@ -38,7 +40,7 @@ func NewLocalCaller(inbound Inbound, timeout func() time.Duration, c clock.Clock
 	if sweep <= 0 {
 		sweep = DefaultSweepInterval
 	}
-	l := &LocalCaller{inbound: inbound, timeout: timeout, cancels: proxy.NewCancelRegistry(c.Now)}
+	l := &LocalCaller{inbound: inbound, timeout: timeout, cancels: cancel.NewRegistry(c.Now)}
 	l.calls.init(c, sweep)
 	return l
 }
@@ -65,6 +67,7 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 	req := actor.NewRequest()
 	req.Target, req.CallID, req.MethodID = call.Target, id, call.Method.ID
 	req.Payload, req.Budget, req.Reply = payload, call.Budget, l
+	req.Hint, req.Timeout, req.FromSilo = call.PlacementHint, call.Timeout, true
 	if !call.Cancellable {
 		l.inbound.Deliver(req)
 		<-p.done
@@ -76,7 +79,7 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 		putPending(p)
 		return err
 	}
-	req.Ctx = callCtx
+	req.Ctx, req.Registered = callCtx, true
 	l.inbound.Deliver(req)
 	select {
 	case <-p.done:
@@ -92,9 +95,11 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 }
 
 // Reply implements actor.Replier. The reply is encoded inside the grain's
-// turn, so the caller never shares a message with the grain.
+// turn, so the caller never shares a message with the grain, and an error
+// goes through what a reply over a connection carries, so the caller gets
+// the same error whether the grain is local or remote.
 func (l *LocalCaller) Reply(req *actor.Request, reply proto.Message, err error) {
-	if req.Ctx != nil {
+	if req.Registered {
 		l.cancels.Done(req.CallID)
 	}
 	p := l.calls.take(req.CallID)
@@ -104,8 +109,33 @@ func (l *LocalCaller) Reply(req *actor.Request, reply proto.Message, err error) 
 	if err == nil && reply != nil {
 		p.payload, err = proxy.AppendMessage(nil, reply)
 	}
-	p.err = err
+	p.err = sameAsRemote(err)
 	p.done <- struct{}{}
+}
+
+// ReplyRaw implements originReplier, for calls of this caller that a
+// silo link relayed.
+func (l *LocalCaller) ReplyRaw(req *actor.Request, reply *wire.Envelope) {
+	if req.Registered {
+		l.cancels.Done(req.CallID)
+	}
+	p := l.calls.take(req.CallID)
+	if p == nil {
+		return
+	}
+	if p.err = errorOf(reply); p.err == nil {
+		p.payload = reply.Payload
+	}
+	p.done <- struct{}{}
+}
+
+// watch implements originReplier: a relayed call of a caller that can
+// cancel ends when it does.
+func (l *LocalCaller) watch(req *actor.Request, fn func()) (stop func() bool) {
+	if req.Ctx == nil {
+		return nil
+	}
+	return context.AfterFunc(req.Ctx, fn)
 }
 
 // Pending reports how many calls wait for replies.

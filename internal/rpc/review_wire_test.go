@@ -55,8 +55,8 @@ func TestReviewUnknownReplyStatusIsAnError(t *testing.T) {
 		client.Attach(conn)
 		err = client.Call(context.Background(), testCall(5*time.Second, false), wrapperspb.Int64(1), &wrapperspb.Int64Value{})
 		require.Error(t, err, "status %d", status)
-		var re *proxy.RemoteError
-		assert.ErrorAs(t, err, &re)
+		var ce *proxy.CallError
+		assert.ErrorAs(t, err, &ce)
 		_ = conn.Close()
 	}
 }

@@ -51,6 +51,13 @@ func toDynamic(md protoreflect.MessageDescriptor, e *Envelope) *dynamicpb.Messag
 	set("timeout_nanos", protoreflect.ValueOfInt64(int64(e.Timeout)))
 	set("status", protoreflect.ValueOfEnum(protoreflect.EnumNumber(e.Status)))
 	set("error", protoreflect.ValueOfString(e.Error))
+	set("hops", protoreflect.ValueOfUint32(e.Hops))
+	set("from_silo", protoreflect.ValueOfBool(e.FromSilo))
+	set("error_code", protoreflect.ValueOfUint32(e.ErrorCode))
+	details := m.Mutable(f.ByName("error_details")).List()
+	for _, d := range e.ErrorDetails {
+		details.Append(protoreflect.ValueOfBytes(d))
+	}
 	return m
 }
 
@@ -70,14 +77,30 @@ func fromDynamic(m *dynamicpb.Message) Envelope {
 		Timeout:       time.Duration(get("timeout_nanos").Int()),
 		Status:        Status(get("status").Enum()),
 		Error:         get("error").String(),
+		Hops:          uint32(get("hops").Uint()),
+		FromSilo:      get("from_silo").Bool(),
+		ErrorCode:     uint32(get("error_code").Uint()),
+	}
+	details := get("error_details").List()
+	for i := range details.Len() {
+		e.ErrorDetails = append(e.ErrorDetails, details.Get(i).Bytes())
 	}
 	return normalized(e)
 }
 
-// normalized makes an empty payload nil, since proto3 cannot tell the two apart.
+// normalized makes an empty payload and empty details nil, since proto3
+// cannot tell the two apart.
 func normalized(e Envelope) Envelope {
 	if len(e.Payload) == 0 {
 		e.Payload = nil
+	}
+	if len(e.ErrorDetails) == 0 {
+		e.ErrorDetails = nil
+	}
+	for i, d := range e.ErrorDetails {
+		if len(d) == 0 {
+			e.ErrorDetails[i] = []byte{}
+		}
 	}
 	return e
 }
@@ -121,6 +144,16 @@ func randomEnvelope(r *rand.Rand) Envelope {
 		Timeout:       time.Duration(int64(randomUint64(r))),
 		Status:        Status(int32(randomUint64(r))),
 		Error:         randomString(r),
+		Hops:          uint32(randomUint64(r)),
+		FromSilo:      r.IntN(2) == 0,
+		ErrorCode:     uint32(randomUint64(r)),
+	}
+	for range r.IntN(3) {
+		d := make([]byte, r.IntN(40))
+		for i := range d {
+			d[i] = byte(r.Uint32())
+		}
+		e.ErrorDetails = append(e.ErrorDetails, d)
 	}
 	if n := r.IntN(4); n > 0 {
 		e.Payload = make([]byte, r.IntN(n*100))
@@ -161,7 +194,7 @@ func TestWireProtoSchema(t *testing.T) {
 	fields := map[protoreflect.Name]protoreflect.FieldNumber{
 		"kind": 1, "call_id": 2, "grain_type": 3, "grain_key": 4, "method_id": 5, "payload": 6,
 		"placement_hint": 7, "budget_nanos": 8, "cancellable": 9, "timeout_nanos": 10,
-		"status": 11, "error": 12,
+		"status": 11, "error": 12, "hops": 13, "from_silo": 14, "error_code": 15, "error_details": 16,
 	}
 	assert.Equal(t, len(fields), md.Fields().Len())
 	for name, num := range fields {

@@ -42,21 +42,22 @@ type Status int32
 
 // Statuses of a reply.
 const (
-	StatusOK               Status = 0 // the method returned normally
-	StatusAppError         Status = 1 // the method returned an error; Error holds its text
-	StatusUnknownGrainType Status = 2 // no grain type of that name is registered
-	StatusUnknownMethod    Status = 3 // the grain type has no method with that id
-	StatusBadRequest       Status = 4 // the request could not be decoded
-	StatusPanic            Status = 5 // the method panicked
-	StatusCancelled        Status = 6 // the caller cancelled the call
-	StatusTimeout          Status = 7 // the call's budget or response timeout expired
-	StatusUnavailable      Status = 8 // the target could not be reached
-	StatusOverloaded       Status = 9 // the callee refused the call for lack of capacity
+	StatusOK               Status = 0  // the method returned normally
+	StatusAppError         Status = 1  // the method returned an error; Error holds its text
+	StatusUnknownGrainType Status = 2  // no grain type of that name is registered
+	StatusUnknownMethod    Status = 3  // the grain type has no method with that id
+	StatusBadRequest       Status = 4  // the request could not be decoded
+	StatusPanic            Status = 5  // the method panicked
+	StatusCancelled        Status = 6  // the caller cancelled the call
+	StatusTimeout          Status = 7  // the call's budget or response timeout expired
+	StatusUnavailable      Status = 8  // the target could not be reached
+	StatusOverloaded       Status = 9  // the callee refused the call for lack of capacity
+	StatusForwardLimit     Status = 10 // the request was forwarded more times than allowed
 )
 
 var statusNames = [...]string{
 	"STATUS_OK", "APP_ERROR", "UNKNOWN_GRAIN_TYPE", "UNKNOWN_METHOD", "BAD_REQUEST",
-	"PANIC", "CANCELLED", "TIMEOUT", "UNAVAILABLE", "OVERLOADED",
+	"PANIC", "CANCELLED", "TIMEOUT", "UNAVAILABLE", "OVERLOADED", "FORWARD_LIMIT",
 }
 
 // String returns the name used in wire.proto, or the number for values this
@@ -82,6 +83,10 @@ const (
 	fieldTimeout       protowire.Number = 10
 	fieldStatus        protowire.Number = 11
 	fieldError         protowire.Number = 12
+	fieldHops          protowire.Number = 13
+	fieldFromSilo      protowire.Number = 14
+	fieldErrorCode     protowire.Number = 15
+	fieldErrorDetails  protowire.Number = 16
 )
 
 // fieldTypes is the wire type of each known field, indexed by field number.
@@ -98,10 +103,18 @@ var fieldTypes = [...]protowire.Type{
 	fieldTimeout:       protowire.VarintType,
 	fieldStatus:        protowire.VarintType,
 	fieldError:         protowire.BytesType,
+	fieldHops:          protowire.VarintType,
+	fieldFromSilo:      protowire.VarintType,
+	fieldErrorCode:     protowire.VarintType,
+	fieldErrorDetails:  protowire.BytesType,
 }
 
-// Every field number is below 16, so every tag is one byte.
+// tag is the one-byte tag of a field numbered below 16: every field but
+// ErrorDetails, which has a two-byte tag (detailsTag).
 func tag(num protowire.Number, typ protowire.Type) byte { return byte(num)<<3 | byte(typ) }
+
+// detailsTag is the tag of field 16, length-delimited.
+var detailsTag = protowire.AppendTag(nil, fieldErrorDetails, protowire.BytesType)
 
 // Envelope is one message on the wire. Which fields are meaningful depends on
 // Kind: a request uses the grain and call fields, a reply uses Status, Error and
@@ -119,8 +132,13 @@ type Envelope struct {
 	Timeout       time.Duration // the caller's response timeout; 0 means none
 	Cancellable   bool          // the caller may send a cancel for this call
 
-	Status Status
-	Error  string
+	Hops     uint32 // silos that have forwarded the request so far
+	FromSilo bool   // a silo made the call, not a client
+
+	Status       Status
+	Error        string
+	ErrorCode    uint32   // the grain's own code, with StatusAppError
+	ErrorDetails [][]byte // encoded google.protobuf.Any values, with StatusAppError; alias the input after Unmarshal
 }
 
 // Reset clears every field, dropping references to any decoded frame.
@@ -223,6 +241,22 @@ func (e *Envelope) appendTail(b []byte) []byte {
 	if e.Error != "" {
 		b = appendString(b, fieldError, e.Error)
 	}
+	if e.Hops != 0 {
+		b = append(b, tag(fieldHops, protowire.VarintType))
+		b = appendVarint(b, uint64(e.Hops))
+	}
+	if e.FromSilo {
+		b = append(b, tag(fieldFromSilo, protowire.VarintType), 1)
+	}
+	if e.ErrorCode != 0 {
+		b = append(b, tag(fieldErrorCode, protowire.VarintType))
+		b = appendVarint(b, uint64(e.ErrorCode))
+	}
+	for _, d := range e.ErrorDetails {
+		b = append(b, detailsTag...)
+		b = appendVarint(b, uint64(len(d)))
+		b = append(b, d...)
+	}
 	return b
 }
 
@@ -275,7 +309,7 @@ func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
 
 		var n int
 		switch {
-		case num > fieldError || fieldTypes[num] != typ:
+		case int(num) >= len(fieldTypes) || fieldTypes[num] != typ:
 			n = protowire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
 				return malformedField(num, protowire.ParseError(n))
@@ -301,6 +335,12 @@ func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
 				e.Timeout = time.Duration(int64(v))
 			case fieldStatus:
 				e.Status = Status(int32(v))
+			case fieldHops:
+				e.Hops = uint32(v)
+			case fieldFromSilo:
+				e.FromSilo = v != 0
+			case fieldErrorCode:
+				e.ErrorCode = uint32(v)
 			}
 		default: // a known length-delimited field
 			var v []byte
@@ -313,6 +353,10 @@ func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
 				if len(v) != 0 {
 					e.Payload = v[:len(v):len(v)] // a caller's append must not reach the next field
 				}
+				break
+			}
+			if num == fieldErrorDetails {
+				e.ErrorDetails = append(e.ErrorDetails, v[:len(v):len(v)])
 				break
 			}
 			var str string
@@ -456,6 +500,8 @@ func (d *Decoder) fastRequest(b []byte, e *Envelope) bool {
 		budgetTag = byte(fieldBudget)<<3 | byte(protowire.VarintType)
 		cancelTag = byte(fieldCancellable)<<3 | byte(protowire.VarintType)
 		limitTag  = byte(fieldTimeout)<<3 | byte(protowire.VarintType)
+		hopsTag   = byte(fieldHops)<<3 | byte(protowire.VarintType)
+		siloTag   = byte(fieldFromSilo)<<3 | byte(protowire.VarintType)
 	)
 	if len(b) < 2 || b[0] != kindTag || b[1] != byte(KindRequest) {
 		return false
@@ -539,6 +585,20 @@ func (d *Decoder) fastRequest(b []byte, e *Envelope) bool {
 			return false
 		}
 		r.Timeout = time.Duration(int64(x))
+		b = b[1+n:]
+	}
+	if len(b) > 0 && b[0] == hopsTag {
+		if x, n = consumeVarint(b[1:]); n < 0 {
+			return false
+		}
+		r.Hops = uint32(x)
+		b = b[1+n:]
+	}
+	if len(b) > 0 && b[0] == siloTag {
+		if x, n = consumeVarint(b[1:]); n < 0 {
+			return false
+		}
+		r.FromSilo = x != 0
 		b = b[1+n:]
 	}
 	if len(b) != 0 {

@@ -24,6 +24,8 @@ func sampleRequest() Envelope {
 		Budget:        80 * time.Millisecond,
 		Cancellable:   true,
 		Timeout:       100 * time.Millisecond,
+		Hops:          1,
+		FromSilo:      true,
 	}
 }
 
@@ -32,6 +34,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		{},
 		sampleRequest(),
 		{Kind: KindReply, CallID: 1, Status: StatusAppError, Error: "no quota", Payload: []byte{0}},
+		{Kind: KindReply, CallID: 2, Status: StatusAppError, Error: "not found", ErrorCode: 404, ErrorDetails: [][]byte{[]byte("a"), {}}},
 		{Kind: KindCancel, CallID: 1<<64 - 1},
 		{Kind: -1, Status: -5, Budget: -1, Timeout: -time.Second},
 		{Kind: 16}, // a directory kind this version does not name

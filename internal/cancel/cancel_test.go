@@ -1,4 +1,4 @@
-package proxy
+package cancel
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 func TestCancelRegistry(t *testing.T) {
 	now := time.Unix(100, 0)
-	r := NewCancelRegistry(func() time.Time { return now })
+	r := NewRegistry(func() time.Time { return now })
 
 	t.Run("cancel reaches the running call", func(t *testing.T) {
 		ctx, err := r.Register(1)
@@ -71,7 +71,7 @@ func TestCancelRegistry(t *testing.T) {
 
 func TestCancelRegistryBoundsEarlyCancels(t *testing.T) {
 	now := time.Unix(100, 0)
-	r := NewCancelRegistry(func() time.Time { return now })
+	r := NewRegistry(func() time.Time { return now })
 	r.max = 4
 	for id := uint64(1); id <= 10; id++ {
 		r.Cancel(id)
@@ -85,7 +85,7 @@ func TestCancelRegistryBoundsEarlyCancels(t *testing.T) {
 // BenchmarkCancelRegistryInFlight registers and finishes calls as a busy
 // connection does: ids counting up, 16 calls in flight.
 func BenchmarkCancelRegistryInFlight(b *testing.B) {
-	r := NewCancelRegistry(nil)
+	r := NewRegistry(nil)
 	const inFlight = 16
 	for id := uint64(1); id <= inFlight; id++ {
 		if _, err := r.Register(id); err != nil {

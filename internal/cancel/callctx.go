@@ -1,4 +1,4 @@
-package proxy
+package cancel
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 )
 
 // invocationContext is the fresh context of one cancellable invocation, as
-// the CancelRegistry hands it out.
+// the Registry hands it out.
 //
 // It exists because context.WithCancel costs two allocations (the context
 // and its cancel closure) and a mutex on every Err, and every cancellable

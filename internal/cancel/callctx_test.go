@@ -1,4 +1,4 @@
-package proxy
+package cancel
 
 import (
 	"context"
@@ -121,7 +121,7 @@ func TestInvocationContextContract(t *testing.T) {
 }
 
 func TestCancelRegistryContextsAreLight(t *testing.T) {
-	r := NewCancelRegistry(nil)
+	r := NewRegistry(nil)
 	var id uint64
 	allocs := testing.AllocsPerRun(1000, func() {
 		id++
@@ -138,7 +138,7 @@ func TestCancelRegistryContextsAreLight(t *testing.T) {
 // BenchmarkCancelRegistry is the server-side cost of one cancellable call
 // that is not cancelled: register, the queued-cancel check, done.
 func BenchmarkCancelRegistry(b *testing.B) {
-	r := NewCancelRegistry(nil)
+	r := NewRegistry(nil)
 	b.ReportAllocs()
 	var id uint64
 	for b.Loop() {

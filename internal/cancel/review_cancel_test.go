@@ -1,4 +1,4 @@
-package proxy
+package cancel
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // all but the first sit in the overflow map, and checks that cancels,
 // duplicates and Done reach exactly the call they name.
 func TestCancelRegistryCollidingIDs(t *testing.T) {
-	r := NewCancelRegistry(nil)
+	r := NewRegistry(nil)
 	ids := []uint64{1, 1 + activeSlots, 1 + 2*activeSlots}
 	ctxs := make([]context.Context, len(ids))
 	for i, id := range ids {
@@ -57,7 +57,7 @@ func TestCancelRegistryCollidingIDs(t *testing.T) {
 // registry.
 func TestCancelRegistryEdgeIDs(t *testing.T) {
 	now := time.Unix(100, 0)
-	r := NewCancelRegistry(func() time.Time { return now })
+	r := NewRegistry(func() time.Time { return now })
 	assert.False(t, r.Cancel(0), "nothing is registered under 0")
 	assert.Equal(t, 1, r.Stats().Early, "so the cancel is remembered")
 	ctx, err := r.Register(0)
@@ -87,7 +87,7 @@ func TestCancelRegistryEdgeIDs(t *testing.T) {
 // duplicate is still refused) until each one's Done, and keeps early
 // cancels.
 func TestCancelRegistryCancelAllKeepsCallsUntilDone(t *testing.T) {
-	r := NewCancelRegistry(nil)
+	r := NewRegistry(nil)
 	ids := []uint64{3, 3 + activeSlots, 4, 7 + 5*activeSlots}
 	ctxs := make([]context.Context, len(ids))
 	for i, id := range ids {
@@ -122,7 +122,7 @@ func TestCancelRegistryCancelAllKeepsCallsUntilDone(t *testing.T) {
 // in the ring next to cancels and CancelAll; under -race it checks the
 // registry's locking, and at the end that every call was released.
 func TestCancelRegistryConcurrentCollidingCalls(t *testing.T) {
-	r := NewCancelRegistry(nil)
+	r := NewRegistry(nil)
 	const workers, calls = 8, 300
 	var wg sync.WaitGroup
 	for w := range uint64(workers) {

@@ -1,7 +1,8 @@
-package proxy
+package cancel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,10 @@ import (
 // only one whose slot a much older call still holds costs a map entry.
 const activeSlots = 64
 
+// ErrDuplicateCall is returned by Register for a call id that is still
+// active.
+var ErrDuplicateCall = errors.New("cancel: call id already active")
+
 // Defaults of the cancellation registry.
 const (
 	// DefaultEarlyCancelTTL is how long a cancel that arrived before its
@@ -25,7 +30,7 @@ const (
 	DefaultMaxEarlyCancels = 4096
 )
 
-// CancelRegistry is the server side of push cancellation for one
+// Registry is the server side of push cancellation for one
 // connection: it maps the call ids of cancellable calls in progress to the
 // cancel functions of fresh contexts, one per invocation and never reused.
 //
@@ -35,7 +40,7 @@ const (
 // that overtakes its request is not lost. A cancel after the call finished
 // is a no-op: call ids are never reused on a connection, so the remembered
 // id matches nothing and expires. It is safe for concurrent use.
-type CancelRegistry struct {
+type Registry struct {
 	now func() time.Time
 	ttl time.Duration
 	max int
@@ -48,13 +53,13 @@ type CancelRegistry struct {
 	registered, cancelled, earlyCancels atomic.Int64
 }
 
-// NewCancelRegistry returns an empty registry. now supplies the time used to
+// NewRegistry returns an empty registry. now supplies the time used to
 // expire early cancels; nil means time.Now.
-func NewCancelRegistry(now func() time.Time) *CancelRegistry {
+func NewRegistry(now func() time.Time) *Registry {
 	if now == nil {
 		now = time.Now
 	}
-	r := &CancelRegistry{now: now, ttl: DefaultEarlyCancelTTL, max: DefaultMaxEarlyCancels}
+	r := &Registry{now: now, ttl: DefaultEarlyCancelTTL, max: DefaultMaxEarlyCancels}
 	r.mu.active.Init(activeSlots)
 	r.mu.early = make(map[uint64]time.Time)
 	return r
@@ -67,7 +72,7 @@ func NewCancelRegistry(now func() time.Time) *CancelRegistry {
 //
 // The context costs one allocation and no goroutine; its Done channel is
 // created only when somebody asks for it. It has no deadline and no values.
-func (r *CancelRegistry) Register(id uint64) (context.Context, error) {
+func (r *Registry) Register(id uint64) (context.Context, error) {
 	ctx := new(invocationContext)
 	r.mu.Lock()
 	if !r.mu.active.Add(id, ctx) {
@@ -89,7 +94,7 @@ func (r *CancelRegistry) Register(id uint64) (context.Context, error) {
 }
 
 // Done removes a finished call and releases its context.
-func (r *CancelRegistry) Done(id uint64) {
+func (r *Registry) Done(id uint64) {
 	r.mu.Lock()
 	ctx := r.mu.active.Take(id)
 	r.mu.Unlock()
@@ -100,7 +105,7 @@ func (r *CancelRegistry) Done(id uint64) {
 
 // Cancel cancels the call with the given id. It reports whether a call in
 // progress was cancelled; otherwise the id is remembered as an early cancel.
-func (r *CancelRegistry) Cancel(id uint64) bool {
+func (r *Registry) Cancel(id uint64) bool {
 	r.mu.Lock()
 	ctx := r.mu.active.Get(id)
 	ok := ctx != nil
@@ -124,7 +129,7 @@ func (r *CancelRegistry) Cancel(id uint64) bool {
 
 // expireLocked forgets early cancels whose time is up; when none has
 // expired and the registry is full, it forgets the oldest.
-func (r *CancelRegistry) expireLocked(now time.Time) {
+func (r *Registry) expireLocked(now time.Time) {
 	var oldestID uint64
 	var oldest time.Time
 	for id, until := range r.mu.early {
@@ -143,7 +148,7 @@ func (r *CancelRegistry) expireLocked(now time.Time) {
 
 // CancelAll cancels every call in progress, for when the connection that
 // carried them is gone and nobody waits for their replies.
-func (r *CancelRegistry) CancelAll() {
+func (r *Registry) CancelAll() {
 	r.mu.Lock()
 	ctxs := make([]*invocationContext, 0, r.mu.active.Len())
 	r.mu.active.Range(func(_ uint64, ctx *invocationContext) { ctxs = append(ctxs, ctx) })
@@ -153,8 +158,8 @@ func (r *CancelRegistry) CancelAll() {
 	}
 }
 
-// CancelStats are a registry's counters.
-type CancelStats struct {
+// Stats are a registry's counters.
+type Stats struct {
 	Active       int   // calls registered and not done
 	Early        int   // early cancels remembered now
 	Registered   int64 // calls ever registered
@@ -163,7 +168,7 @@ type CancelStats struct {
 }
 
 // Add adds o's counters to s, to total several registries.
-func (s *CancelStats) Add(o CancelStats) {
+func (s *Stats) Add(o Stats) {
 	s.Active += o.Active
 	s.Early += o.Early
 	s.Registered += o.Registered
@@ -172,10 +177,10 @@ func (s *CancelStats) Add(o CancelStats) {
 }
 
 // Stats returns the registry's counters.
-func (r *CancelRegistry) Stats() CancelStats {
+func (r *Registry) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return CancelStats{
+	return Stats{
 		Active: r.mu.active.Len(), Early: len(r.mu.early),
 		Registered: r.registered.Load(), Cancelled: r.cancelled.Load(), EarlyCancels: r.earlyCancels.Load(),
 	}
