@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -52,9 +52,9 @@ func BenchmarkTurnPartitioned(b *testing.B) { benchTurns(b, 16) }
 
 func benchTurns(b *testing.B, keys int) {
 	kind := &actor.Kind{
-		Type:       counter.CounterGrainType,
-		New:        func(id actor.GrainID) any { return counter.New(nil)(id) },
-		Dispatcher: &proxy.Dispatcher{Service: counter.CounterService},
+		Type:       testgrain.CounterGrainType,
+		New:        func(id actor.GrainID) any { return testgrain.New(nil)(id) },
+		Dispatcher: &proxy.Dispatcher{Service: testgrain.CounterService},
 	}
 	h, err := actor.NewHost(actor.HostOptions{}, []*actor.Kind{kind}, actor.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
@@ -68,10 +68,10 @@ func benchTurns(b *testing.B, keys int) {
 		defer cancel()
 		_ = h.Stop(ctx)
 	}()
-	payload, _ := proto.Marshal(&counter.AddRequest{Delta: 1})
+	payload, _ := proto.Marshal(&testgrain.AddRequest{Delta: 1})
 	ids := make([]actor.GrainID, keys)
 	for k := range ids {
-		ids[k] = actor.GrainID{Type: counter.CounterGrainType, Key: fmt.Sprint("key-", k)}
+		ids[k] = actor.GrainID{Type: testgrain.CounterGrainType, Key: fmt.Sprint("key-", k)}
 	}
 	const batch = 16
 	reqs := make([]*actor.Request, batch)
@@ -82,7 +82,7 @@ func benchTurns(b *testing.B, keys int) {
 		r.mu.Unlock()
 		for i := range reqs {
 			req := actor.NewRequest()
-			req.Target, req.CallID, req.MethodID = ids[i%keys], uint64(i), counter.Counter_Add_Method.ID
+			req.Target, req.CallID, req.MethodID = ids[i%keys], uint64(i), testgrain.Counter_Add_Method.ID
 			req.Payload, req.Budget, req.Reply = payload, 24*time.Second, r
 			reqs[i] = req
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/internal/echo"
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/silo"
 )
@@ -21,7 +21,7 @@ func benchSilo(b *testing.B) (*silo.Silo, *silo.Client) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := counter.RegisterCounterGrain(s, counter.New(nil)); err != nil {
+	if err := testgrain.RegisterCounterGrain(s, testgrain.New(nil)); err != nil {
 		b.Fatal(err)
 	}
 	if err := s.Start(context.Background()); err != nil {
@@ -41,10 +41,10 @@ func benchSilo(b *testing.B) (*silo.Silo, *silo.Client) {
 }
 
 // benchRefs returns one reference per worker, spread over keys grains.
-func benchRefs(c *silo.Client, workers, keys int) []counter.CounterRef {
-	refs := make([]counter.CounterRef, workers)
+func benchRefs(c *silo.Client, workers, keys int) []testgrain.CounterRef {
+	refs := make([]testgrain.CounterRef, workers)
 	for w := range refs {
-		refs[w] = counter.NewCounterRef(c, fmt.Sprint("key-", w%keys))
+		refs[w] = testgrain.NewCounterRef(c, fmt.Sprint("key-", w%keys))
 	}
 	return refs
 }
@@ -121,7 +121,7 @@ func BenchmarkGrainCall(b *testing.B) {
 				ctx, cancel = context.WithCancel(ctx)
 				defer cancel()
 			}
-			in := &counter.AddRequest{Delta: 1}
+			in := &testgrain.AddRequest{Delta: 1}
 			for _, r := range refs { // activate before measuring
 				if _, err := r.Add(ctx, in); err != nil {
 					b.Fatal(err)
@@ -203,7 +203,7 @@ func BenchmarkGrainToEchoRatio(b *testing.B) {
 			const workers = 16
 			_, c := benchSilo(b)
 			refs, ec := benchRefs(c, workers, tc.keys), benchEcho(b)
-			ctx, in, payload := context.Background(), &counter.AddRequest{Delta: 1}, make([]byte, 48)
+			ctx, in, payload := context.Background(), &testgrain.AddRequest{Delta: 1}, make([]byte, 48)
 			grain := func(w int) error { _, err := refs[w].Add(ctx, in); return err }
 			bare := func(int) error { _, err := ec.Call(payload); return err }
 			for _, warm := range []func(int) error{grain, bare} {

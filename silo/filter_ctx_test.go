@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
 )
@@ -47,7 +47,7 @@ func TestFilterContextCancelsTheCall(t *testing.T) {
 			caller, e := start()
 			errc := make(chan error, 1)
 			go func() {
-				_, err := counter.NewCounterRef(caller, "k").Block(context.Background(), &counter.BlockRequest{Tag: "f"})
+				_, err := testgrain.NewCounterRef(caller, "k").Block(context.Background(), &testgrain.BlockRequest{Tag: "f"})
 				errc <- err
 			}()
 			require.Equal(t, "f", <-e.gate.Entered())
@@ -79,7 +79,7 @@ func TestFilterDeadlineShortensTheBudget(t *testing.T) {
 	for via, start := range filterCallers(t, filter) {
 		t.Run(via, func(t *testing.T) {
 			caller, _ := start()
-			r, err := counter.NewCounterRef(caller, "k").Add(context.Background(), &counter.AddRequest{Delta: 1})
+			r, err := testgrain.NewCounterRef(caller, "k").Add(context.Background(), &testgrain.AddRequest{Delta: 1})
 			require.NoError(t, err)
 			assert.Positive(t, r.BudgetNanos)
 			assert.LessOrEqual(t, time.Duration(r.BudgetNanos), limit, "the filter's deadline, not 80%% of the response timeout")
@@ -96,14 +96,14 @@ func TestCancelledContextSendsNothing(t *testing.T) {
 	for via, caller := range map[string]proxy.Caller{
 		"client": e.client(silo.ClientOptions{}), "silo caller": e.silo.Caller(),
 	} {
-		_, err := counter.NewCounterRef(caller, "k").Add(ctx, &counter.AddRequest{Delta: 1})
+		_, err := testgrain.NewCounterRef(caller, "k").Add(ctx, &testgrain.AddRequest{Delta: 1})
 		assert.ErrorIs(t, err, context.Canceled, via)
 	}
 	st := e.silo.Stats()
 	assert.Zero(t, st.Host.Invocations, "the grain ran nothing")
 	assert.Zero(t, st.Host.Activations, "not even an activation")
 	assert.Zero(t, st.Gateway.Transport.FramesRead, "the gateway received no request")
-	r, err := counter.NewCounterRef(e.silo.Caller(), "k").Add(context.Background(), &counter.AddRequest{Delta: 1})
+	r, err := testgrain.NewCounterRef(e.silo.Caller(), "k").Add(context.Background(), &testgrain.AddRequest{Delta: 1})
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, r.Value, "the cancelled calls added nothing")
 }

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
 )
@@ -30,8 +30,8 @@ var forwarderService = &proxy.ServiceDesc{Name: "test.Forwarder", Methods: []pro
 	NewRequest: func() proto.Message { return new(wrapperspb.Int64Value) },
 	Invoke: func(ctx context.Context, g any, req proto.Message) (proto.Message, error) {
 		f := g.(*forwarder)
-		ref := counter.NewCounterRef(silo.CallerOf(f.gc), f.gc.ID().Key)
-		r, err := ref.Add(ctx, &counter.AddRequest{Delta: req.(*wrapperspb.Int64Value).Value})
+		ref := testgrain.NewCounterRef(silo.CallerOf(f.gc), f.gc.ID().Key)
+		r, err := ref.Add(ctx, &testgrain.AddRequest{Delta: req.(*wrapperspb.Int64Value).Value})
 		if err != nil {
 			return nil, err
 		}
@@ -42,7 +42,7 @@ var forwarderService = &proxy.ServiceDesc{Name: "test.Forwarder", Methods: []pro
 func TestGrainCallsAnotherGrainThroughItsSilo(t *testing.T) {
 	s, err := silo.New(silo.Options{GatewayAddress: "127.0.0.1:0"}, silo.WithLogger(quiet))
 	require.NoError(t, err)
-	require.NoError(t, counter.RegisterCounterGrain(s, counter.New(nil)))
+	require.NoError(t, testgrain.RegisterCounterGrain(s, testgrain.New(nil)))
 	require.NoError(t, s.RegisterGrain(forwarderService, func(actor.GrainID) any { return &forwarder{} }))
 	require.NoError(t, s.Start(context.Background()))
 	defer func() { require.NoError(t, s.Stop(context.Background())) }()
@@ -56,7 +56,7 @@ func TestGrainCallsAnotherGrainThroughItsSilo(t *testing.T) {
 		require.NoError(t, fwd.Invoke(context.Background(), forwardMethod, wrapperspb.Int64(5), out))
 		assert.Equal(t, 5*i, out.Value)
 	}
-	r, err := counter.NewCounterRef(c, "shared").Get(context.Background(), &counter.GetRequest{})
+	r, err := testgrain.NewCounterRef(c, "shared").Get(context.Background(), &testgrain.GetRequest{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 10, r.Value, "the forwarder's calls reached the counter grain")
 }
@@ -64,12 +64,12 @@ func TestGrainCallsAnotherGrainThroughItsSilo(t *testing.T) {
 func TestRegisteringAGrainThatDoesNotImplementItsContractFailsItsCalls(t *testing.T) {
 	s, err := silo.New(silo.Options{DisableGateway: true}, silo.WithLogger(quiet))
 	require.NoError(t, err)
-	desc := &proxy.ServiceDesc{Name: counter.CounterGrainType, Methods: counter.CounterService.Methods, HandlerType: (*counter.CounterGrain)(nil)}
+	desc := &proxy.ServiceDesc{Name: testgrain.CounterGrainType, Methods: testgrain.CounterService.Methods, HandlerType: (*testgrain.CounterGrain)(nil)}
 	require.NoError(t, s.RegisterGrain(desc, func(actor.GrainID) any { return &forwarder{} }))
 	require.Error(t, s.RegisterGrain(desc, func(actor.GrainID) any { return &forwarder{} }), "a type registers once")
 	require.Error(t, s.RegisterGrain(desc, nil))
 	require.NoError(t, s.Start(context.Background()))
 	defer func() { require.NoError(t, s.Stop(context.Background())) }()
-	_, err = counter.NewCounterRef(s.Caller(), "k").Get(context.Background(), &counter.GetRequest{})
+	_, err = testgrain.NewCounterRef(s.Caller(), "k").Get(context.Background(), &testgrain.GetRequest{})
 	require.ErrorIs(t, err, actor.ErrActivation, "the factory's grain does not implement CounterGrain")
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -19,15 +19,15 @@ func TestBlockedTurnDoesNotStallOtherGrainsOnTheConnection(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	c := e.client(silo.ClientOptions{})
 	ctx := context.Background()
-	busy, other := counter.NewCounterRef(c, "busy"), counter.NewCounterRef(c, "other")
-	for _, r := range []counter.CounterRef{busy, other} { // active and idle
-		_, err := r.Get(ctx, &counter.GetRequest{})
+	busy, other := testgrain.NewCounterRef(c, "busy"), testgrain.NewCounterRef(c, "other")
+	for _, r := range []testgrain.CounterRef{busy, other} { // active and idle
+		_, err := r.Get(ctx, &testgrain.GetRequest{})
 		require.NoError(t, err)
 	}
 
 	blocked := make(chan error, 1)
 	go func() {
-		_, err := busy.Block(ctx, &counter.BlockRequest{Tag: "held"})
+		_, err := busy.Block(ctx, &testgrain.BlockRequest{Tag: "held"})
 		blocked <- err
 	}()
 	require.Equal(t, "held", <-e.gate.Entered())
@@ -35,7 +35,7 @@ func TestBlockedTurnDoesNotStallOtherGrainsOnTheConnection(t *testing.T) {
 	for i := int64(1); i <= 3; i++ {
 		done := make(chan error, 1)
 		go func() {
-			r, err := other.Add(ctx, &counter.AddRequest{Delta: 1})
+			r, err := other.Add(ctx, &testgrain.AddRequest{Delta: 1})
 			if err == nil && r.Value != i {
 				err = assert.AnError
 			}
@@ -52,7 +52,7 @@ func TestBlockedTurnDoesNotStallOtherGrainsOnTheConnection(t *testing.T) {
 	e.gate.Release("held")
 	require.NoError(t, <-blocked)
 	<-e.gate.Exited()
-	r, err := other.Add(ctx, &counter.AddRequest{Delta: 1})
+	r, err := other.Add(ctx, &testgrain.AddRequest{Delta: 1})
 	require.NoError(t, err)
 	assert.EqualValues(t, 4, r.Value, "calls after the blocked turn still run")
 }

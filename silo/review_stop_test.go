@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -19,7 +19,7 @@ func TestReviewStopAfterTimeoutFinishesOnRetry(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	errc := make(chan error, 1)
 	go func() {
-		_, err := counter.NewCounterRef(e.silo.Caller(), "k").Block(context.Background(), &counter.BlockRequest{Tag: "b"})
+		_, err := testgrain.NewCounterRef(e.silo.Caller(), "k").Block(context.Background(), &testgrain.BlockRequest{Tag: "b"})
 		errc <- err
 	}()
 	require.Equal(t, "b", <-e.gate.Entered())
@@ -43,14 +43,14 @@ func TestReviewStopAfterTimeoutFinishesOnRetry(t *testing.T) {
 func TestStopWithinItsContextWhileAGatewayTurnBlocks(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	c := e.client(silo.ClientOptions{})
-	ref := counter.NewCounterRef(c, "k")
+	ref := testgrain.NewCounterRef(c, "k")
 	// Activate first: a request for an idle, active grain runs on the
 	// connection's runner.
-	_, err := ref.Get(context.Background(), &counter.GetRequest{})
+	_, err := ref.Get(context.Background(), &testgrain.GetRequest{})
 	require.NoError(t, err)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := ref.Block(context.Background(), &counter.BlockRequest{Tag: "gw"})
+		_, err := ref.Block(context.Background(), &testgrain.BlockRequest{Tag: "gw"})
 		errc <- err
 	}()
 	require.Equal(t, "gw", <-e.gate.Entered())

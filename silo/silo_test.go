@@ -18,7 +18,7 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/persistence"
@@ -33,7 +33,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 type env struct {
 	t     *testing.T
 	silo  *silo.Silo
-	gate  *counter.Gate
+	gate  *testgrain.Gate
 	store *persistence.MemoryStore
 	clock *clock.Fake // the silo's clock, when the test asked for a fake one
 }
@@ -46,7 +46,7 @@ type envConfig struct {
 
 func startSilo(t *testing.T, cfg envConfig) *env {
 	t.Helper()
-	e := &env{t: t, gate: counter.NewGate(64), store: persistence.NewMemoryStore()}
+	e := &env{t: t, gate: testgrain.NewGate(64), store: persistence.NewMemoryStore()}
 	cfg.opts.GatewayAddress = "127.0.0.1:0"
 	cfg.opts.Name = "test-silo"
 	opts := append([]silo.Option{silo.WithLogger(quiet), silo.WithStore(e.store)}, cfg.siloOpts...)
@@ -56,7 +56,7 @@ func startSilo(t *testing.T, cfg envConfig) *env {
 	}
 	s, err := silo.New(cfg.opts, opts...)
 	require.NoError(t, err)
-	require.NoError(t, counter.RegisterCounterGrain(s, counter.New(e.gate)))
+	require.NoError(t, testgrain.RegisterCounterGrain(s, testgrain.New(e.gate)))
 	require.NoError(t, s.Start(context.Background()))
 	e.silo = s
 	t.Cleanup(func() {
@@ -85,15 +85,15 @@ func eventually(t *testing.T, cond func() bool, msg string) {
 func TestClientCallsGrainThroughGateway(t *testing.T) {
 	e := startSilo(t, envConfig{opts: silo.Options{CollectionAge: 10 * time.Minute, CollectionQuantum: time.Minute}, fakeClock: true})
 	c := e.client(silo.ClientOptions{})
-	ref := counter.NewCounterRef(c, "visits")
+	ref := testgrain.NewCounterRef(c, "visits")
 	ctx := context.Background()
 
 	for i := int64(1); i <= 3; i++ {
-		r, err := ref.Add(ctx, &counter.AddRequest{Delta: 10})
+		r, err := ref.Add(ctx, &testgrain.AddRequest{Delta: 10})
 		require.NoError(t, err)
 		assert.Equal(t, 10*i, r.Value, "state kept across calls")
 	}
-	id := actor.GrainID{Type: counter.CounterGrainType, Key: "visits"}
+	id := actor.GrainID{Type: testgrain.CounterGrainType, Key: "visits"}
 	host := e.silo.Host()
 	assert.True(t, host.IsActive(id), "activated on first call")
 	assert.EqualValues(t, 1, host.Stats().Activations)
@@ -106,7 +106,7 @@ func TestClientCallsGrainThroughGateway(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, data)
 
-	r, err := ref.Get(ctx, &counter.GetRequest{})
+	r, err := ref.Get(ctx, &testgrain.GetRequest{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 30, r.Value, "came back with its persisted state")
 	assert.EqualValues(t, 2, host.Stats().Activations)
@@ -115,9 +115,9 @@ func TestClientCallsGrainThroughGateway(t *testing.T) {
 func TestStateIsFlushedPeriodically(t *testing.T) {
 	e := startSilo(t, envConfig{fakeClock: true})
 	c := e.client(silo.ClientOptions{})
-	_, err := counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 5})
+	_, err := testgrain.NewCounterRef(c, "k").Add(context.Background(), &testgrain.AddRequest{Delta: 5})
 	require.NoError(t, err)
-	key := persistence.Key{GrainType: counter.CounterGrainType, GrainKey: "k", Name: "state"}
+	key := persistence.Key{GrainType: testgrain.CounterGrainType, GrainKey: "k", Name: "state"}
 	_, _, err = e.store.Read(context.Background(), key)
 	require.ErrorIs(t, err, persistence.ErrNotFound, "nothing written before a flush period")
 	e.clock.Advance(silo.DefaultFlushPeriod)
@@ -130,11 +130,11 @@ func TestStateIsFlushedPeriodically(t *testing.T) {
 func TestBackgroundCallsUseNoCancellationMachinery(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	c := e.client(silo.ClientOptions{})
-	ref := counter.NewCounterRef(c, "k")
+	ref := testgrain.NewCounterRef(c, "k")
 
-	_, err := ref.Add(context.Background(), &counter.AddRequest{Delta: 1})
+	_, err := ref.Add(context.Background(), &testgrain.AddRequest{Delta: 1})
 	require.NoError(t, err)
-	_, err = ref.Get(context.Background(), &counter.GetRequest{})
+	_, err = ref.Get(context.Background(), &testgrain.GetRequest{})
 	require.NoError(t, err)
 	st := e.silo.Stats()
 	assert.Zero(t, c.Stats().CancelWatches, "the client watched no context")
@@ -144,7 +144,7 @@ func TestBackgroundCallsUseNoCancellationMachinery(t *testing.T) {
 	// The same call from a caller that can cancel does set it up.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err = ref.Add(ctx, &counter.AddRequest{Delta: 1})
+	_, err = ref.Add(ctx, &testgrain.AddRequest{Delta: 1})
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, c.Stats().CancelWatches)
 	assert.EqualValues(t, 1, e.silo.Stats().Gateway.Inbound.Registered)
@@ -155,12 +155,12 @@ func TestBackgroundCallsUseNoCancellationMachinery(t *testing.T) {
 func TestCancelReturnsAtOnceAndReachesRunningGrain(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	c := e.client(silo.ClientOptions{})
-	ref := counter.NewCounterRef(c, "k")
+	ref := testgrain.NewCounterRef(c, "k")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := ref.Block(ctx, &counter.BlockRequest{Tag: "running"})
+		_, err := ref.Block(ctx, &testgrain.BlockRequest{Tag: "running"})
 		errc <- err
 	}()
 	require.Equal(t, "running", <-e.gate.Entered())
@@ -177,7 +177,7 @@ func TestCancelReturnsWithoutWaitingForTheGrain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := counter.NewCounterRef(c, "k").Never(ctx, &counter.NeverRequest{})
+		_, err := testgrain.NewCounterRef(c, "k").Never(ctx, &testgrain.NeverRequest{})
 		errc <- err
 	}()
 	eventually(t, func() bool { return e.silo.Stats().Host.Deferred == 1 }, "call held by the grain")
@@ -190,11 +190,11 @@ func TestCancelReturnsWithoutWaitingForTheGrain(t *testing.T) {
 func TestQueuedRequestIsRemovedWithoutRunning(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	c := e.client(silo.ClientOptions{})
-	ref := counter.NewCounterRef(c, "k")
+	ref := testgrain.NewCounterRef(c, "k")
 
 	blocked := make(chan error, 1)
 	go func() {
-		_, err := ref.Block(context.Background(), &counter.BlockRequest{Tag: "busy"})
+		_, err := ref.Block(context.Background(), &testgrain.BlockRequest{Tag: "busy"})
 		blocked <- err
 	}()
 	require.Equal(t, "busy", <-e.gate.Entered())
@@ -203,7 +203,7 @@ func TestQueuedRequestIsRemovedWithoutRunning(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	queued := make(chan error, 1)
 	go func() {
-		_, err := ref.Add(ctx, &counter.AddRequest{Delta: 100})
+		_, err := ref.Add(ctx, &testgrain.AddRequest{Delta: 100})
 		queued <- err
 	}()
 	eventually(t, func() bool { return e.silo.Stats().Gateway.Inbound.Registered == 1 }, "request queued behind the busy turn")
@@ -214,7 +214,7 @@ func TestQueuedRequestIsRemovedWithoutRunning(t *testing.T) {
 	e.gate.Release("busy")
 	require.NoError(t, <-blocked)
 	<-e.gate.Exited()
-	r, err := ref.Get(context.Background(), &counter.GetRequest{})
+	r, err := ref.Get(context.Background(), &testgrain.GetRequest{})
 	require.NoError(t, err)
 	assert.Zero(t, r.Value, "the cancelled Add never ran")
 	st := e.silo.Stats().Host
@@ -259,10 +259,10 @@ func (r *rawConn) send(t *testing.T, env wire.Envelope) {
 }
 
 func addRequest(t *testing.T, id uint64, key string, delta int64, cancellable bool) wire.Envelope {
-	payload, err := proto.Marshal(&counter.AddRequest{Delta: delta})
+	payload, err := proto.Marshal(&testgrain.AddRequest{Delta: delta})
 	require.NoError(t, err)
-	return wire.Envelope{Kind: wire.KindRequest, CallID: id, GrainType: counter.CounterGrainType, GrainKey: key,
-		MethodID: counter.Counter_Add_Method.ID, Payload: payload, Cancellable: cancellable}
+	return wire.Envelope{Kind: wire.KindRequest, CallID: id, GrainType: testgrain.CounterGrainType, GrainKey: key,
+		MethodID: testgrain.Counter_Add_Method.ID, Payload: payload, Cancellable: cancellable}
 }
 
 func TestCancelBeforeRequestIsHonoured(t *testing.T) {
@@ -287,7 +287,7 @@ func TestLateCancelReachesNoLaterCall(t *testing.T) {
 	second := <-raw.replies
 	require.Equal(t, uint64(2), second.CallID)
 	require.Equal(t, wire.StatusOK, second.Status)
-	var out counter.AddReply
+	var out testgrain.AddReply
 	require.NoError(t, proto.Unmarshal(second.Payload, &out))
 	assert.EqualValues(t, 2, out.Value)
 	assert.Zero(t, e.silo.Stats().Gateway.Inbound.Cancelled)
@@ -296,10 +296,10 @@ func TestLateCancelReachesNoLaterCall(t *testing.T) {
 func TestDuplicateActiveCallIDIsRejected(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	raw := dialRaw(t, e)
-	block, err := proto.Marshal(&counter.BlockRequest{Tag: "dup"})
+	block, err := proto.Marshal(&testgrain.BlockRequest{Tag: "dup"})
 	require.NoError(t, err)
-	raw.send(t, wire.Envelope{Kind: wire.KindRequest, CallID: 3, GrainType: counter.CounterGrainType, GrainKey: "k",
-		MethodID: counter.Counter_Block_Method.ID, Payload: block, Cancellable: true})
+	raw.send(t, wire.Envelope{Kind: wire.KindRequest, CallID: 3, GrainType: testgrain.CounterGrainType, GrainKey: "k",
+		MethodID: testgrain.Counter_Block_Method.ID, Payload: block, Cancellable: true})
 	require.Equal(t, "dup", <-e.gate.Entered())
 	raw.send(t, addRequest(t, 3, "k", 1, true))
 	reply := <-raw.replies
@@ -313,33 +313,33 @@ func TestDuplicateActiveCallIDIsRejected(t *testing.T) {
 func TestBudgets(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	c := e.client(silo.ClientOptions{ResponseTimeout: 10 * time.Second})
-	ref := counter.NewCounterRef(c, "k")
+	ref := testgrain.NewCounterRef(c, "k")
 	ctx := context.Background()
 
-	r, err := ref.Add(ctx, &counter.AddRequest{})
+	r, err := ref.Add(ctx, &testgrain.AddRequest{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 8*time.Second, r.BudgetNanos, "80% of the client's response timeout")
 
-	r, err = ref.Add(ctx, &counter.AddRequest{}, proxy.WithTimeout(5*time.Second))
+	r, err = ref.Add(ctx, &testgrain.AddRequest{}, proxy.WithTimeout(5*time.Second))
 	require.NoError(t, err)
 	assert.EqualValues(t, 4*time.Second, r.BudgetNanos, "a per-call timeout overrides the default")
 
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	r, err = ref.Add(short, &counter.AddRequest{})
+	r, err = ref.Add(short, &testgrain.AddRequest{})
 	require.NoError(t, err)
 	assert.LessOrEqual(t, r.BudgetNanos, int64(2*time.Second), "the caller's shorter deadline wins")
 	assert.Greater(t, r.BudgetNanos, int64(time.Second))
 
-	g, err := ref.Get(ctx, &counter.GetRequest{})
+	g, err := ref.Get(ctx, &testgrain.GetRequest{})
 	require.NoError(t, err)
 	assert.Zero(t, g.BudgetNanos, "unbounded methods get no budget")
 
 	expired, cancel2 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 	defer cancel2()
-	_, err = ref.Add(expired, &counter.AddRequest{Delta: 1000})
+	_, err = ref.Add(expired, &testgrain.AddRequest{Delta: 1000})
 	require.ErrorIs(t, err, proxy.ErrBudgetExpired)
-	g, err = ref.Get(ctx, &counter.GetRequest{})
+	g, err = ref.Get(ctx, &testgrain.GetRequest{})
 	require.NoError(t, err)
 	assert.Zero(t, g.Value, "an expired budget changes nothing")
 }
@@ -348,14 +348,14 @@ func TestHostedCallerUsesSiloTimeoutWhateverTheOrder(t *testing.T) {
 	s, err := silo.New(silo.Options{DisableGateway: true, ResponseTimeout: 5 * time.Second}, silo.WithLogger(quiet))
 	require.NoError(t, err)
 	before := s.Caller() // obtained before registration and Start
-	require.NoError(t, counter.RegisterCounterGrain(s, counter.New(nil)))
-	refBefore := counter.NewCounterRef(before, "k")
+	require.NoError(t, testgrain.RegisterCounterGrain(s, testgrain.New(nil)))
+	refBefore := testgrain.NewCounterRef(before, "k")
 	require.NoError(t, s.Start(context.Background()))
 	defer func() { require.NoError(t, s.Stop(context.Background())) }()
-	refAfter := counter.NewCounterRef(s.Caller(), "k")
+	refAfter := testgrain.NewCounterRef(s.Caller(), "k")
 
-	for _, ref := range []counter.CounterRef{refBefore, refAfter} {
-		r, err := ref.Add(context.Background(), &counter.AddRequest{Delta: 1})
+	for _, ref := range []testgrain.CounterRef{refBefore, refAfter} {
+		r, err := ref.Add(context.Background(), &testgrain.AddRequest{Delta: 1})
 		require.NoError(t, err)
 		assert.EqualValues(t, 4*time.Second, r.BudgetNanos)
 	}
@@ -368,7 +368,7 @@ func TestNeverAnsweringGrainTimesOut(t *testing.T) {
 	c := e.client(silo.ClientOptions{ResponseTimeout: 200 * time.Millisecond}, silo.WithClock(fake))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := counter.NewCounterRef(c, "k").Never(context.Background(), &counter.NeverRequest{})
+		_, err := testgrain.NewCounterRef(c, "k").Never(context.Background(), &testgrain.NeverRequest{})
 		errc <- err
 	}()
 	eventually(t, func() bool { return e.silo.Stats().Host.Deferred == 1 }, "call held by the grain")
@@ -393,15 +393,15 @@ func TestNeverAnsweringGrainTimesOut(t *testing.T) {
 func TestPanicAnswersErrorAndSiloKeepsServing(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	c := e.client(silo.ClientOptions{})
-	ref := counter.NewCounterRef(c, "k")
-	_, err := ref.Add(context.Background(), &counter.AddRequest{Delta: 3})
+	ref := testgrain.NewCounterRef(c, "k")
+	_, err := ref.Add(context.Background(), &testgrain.AddRequest{Delta: 3})
 	require.NoError(t, err)
-	_, err = ref.Panic(context.Background(), &counter.PanicRequest{})
+	_, err = ref.Panic(context.Background(), &testgrain.PanicRequest{})
 	require.ErrorIs(t, err, proxy.ErrPanic)
 	assert.Contains(t, err.Error(), "asked to panic")
 	host := e.silo.Host()
 	eventually(t, func() bool { return host.Stats().Deactivations == 1 }, "the activation was deactivated")
-	r, err := ref.Get(context.Background(), &counter.GetRequest{})
+	r, err := ref.Get(context.Background(), &testgrain.GetRequest{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, r.Value, "reactivated with its state")
 	assert.EqualValues(t, 2, host.Stats().Activations)
@@ -411,21 +411,21 @@ func TestUnknownGrainTypeAndMethod(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	c := e.client(silo.ClientOptions{})
 	bogus := proxy.NewRef(c, "no.such.Grain", "k")
-	err := bogus.Invoke(context.Background(), &proxy.MethodDesc{Service: "no.such.Grain", Name: "X", ID: 1}, &counter.GetRequest{}, &counter.GetReply{})
+	err := bogus.Invoke(context.Background(), &proxy.MethodDesc{Service: "no.such.Grain", Name: "X", ID: 1}, &testgrain.GetRequest{}, &testgrain.GetReply{})
 	require.ErrorIs(t, err, proxy.ErrUnknownGrainType)
 
-	ref := proxy.NewRef(c, counter.CounterGrainType, "k")
-	err = ref.Invoke(context.Background(), &proxy.MethodDesc{Service: counter.CounterGrainType, Name: "Nope", ID: 12345}, &counter.GetRequest{}, &counter.GetReply{})
+	ref := proxy.NewRef(c, testgrain.CounterGrainType, "k")
+	err = ref.Invoke(context.Background(), &proxy.MethodDesc{Service: testgrain.CounterGrainType, Name: "Nope", ID: 12345}, &testgrain.GetRequest{}, &testgrain.GetReply{})
 	require.ErrorIs(t, err, proxy.ErrUnknownMethod)
 
-	_, err = counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 1})
+	_, err = testgrain.NewCounterRef(c, "k").Add(context.Background(), &testgrain.AddRequest{Delta: 1})
 	require.NoError(t, err, "the connection still serves")
 }
 
 func TestMalformedAndOversizeFramesCloseOnlyThatConnection(t *testing.T) {
 	e := startSilo(t, envConfig{opts: silo.Options{MaxFrameSize: 1024}})
 	good := e.client(silo.ClientOptions{})
-	ref := counter.NewCounterRef(good, "k")
+	ref := testgrain.NewCounterRef(good, "k")
 
 	for name, frame := range map[string][]byte{
 		"malformed": append(binary.BigEndian.AppendUint32(nil, 3), 0xff, 0xff, 0xff),
@@ -442,7 +442,7 @@ func TestMalformedAndOversizeFramesCloseOnlyThatConnection(t *testing.T) {
 			_, err = conn.Read(make([]byte, 1))
 			require.ErrorIs(t, err, io.EOF, "the silo closed the offending connection")
 
-			_, err = ref.Add(context.Background(), &counter.AddRequest{Delta: 1})
+			_, err = ref.Add(context.Background(), &testgrain.AddRequest{Delta: 1})
 			require.NoError(t, err, "and keeps serving others")
 		})
 	}
@@ -452,12 +452,12 @@ func TestOversizeRequestIsRefusedAndChangesNothing(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	c := e.client(silo.ClientOptions{MaxFrameSize: 256})
 	// A message that cannot fit in a frame is refused before it is sent.
-	bogus := proxy.NewRef(c, counter.CounterGrainType, "k")
-	big := &counter.BlockRequest{Tag: strings.Repeat("x", 1024)}
-	err := bogus.Invoke(context.Background(), counter.Counter_Block_Method, big, &counter.BlockReply{})
+	bogus := proxy.NewRef(c, testgrain.CounterGrainType, "k")
+	big := &testgrain.BlockRequest{Tag: strings.Repeat("x", 1024)}
+	err := bogus.Invoke(context.Background(), testgrain.Counter_Block_Method, big, &testgrain.BlockReply{})
 	require.ErrorIs(t, err, transport.ErrFrameTooLarge)
 	assert.Zero(t, c.Stats().Pending)
-	r, err := counter.NewCounterRef(c, "k").Get(context.Background(), &counter.GetRequest{})
+	r, err := testgrain.NewCounterRef(c, "k").Get(context.Background(), &testgrain.GetRequest{})
 	require.NoError(t, err)
 	assert.Zero(t, r.Value)
 	assert.EqualValues(t, 1, e.silo.Stats().Host.Invocations, "only the Get reached the grain")
@@ -471,12 +471,12 @@ func TestFilters(t *testing.T) {
 	}
 	out := func(ctx context.Context, call proxy.Call, i, o proto.Message, next proxy.Invoker) error {
 		outgoing.Add(1)
-		assert.Equal(t, counter.CounterGrainType, call.Target.Type)
+		assert.Equal(t, testgrain.CounterGrainType, call.Target.Type)
 		return next(ctx, call, i, o)
 	}
 	e := startSilo(t, envConfig{siloOpts: []silo.Option{silo.WithIncomingFilters(in)}})
 	c := e.client(silo.ClientOptions{}, silo.WithOutgoingFilters(out))
-	r, err := counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 2})
+	r, err := testgrain.NewCounterRef(c, "k").Add(context.Background(), &testgrain.AddRequest{Delta: 2})
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, r.Value)
 	assert.EqualValues(t, 1, incoming.Load())
@@ -487,24 +487,24 @@ func TestStopFlushesStateAndRefusesCalls(t *testing.T) {
 	store := persistence.NewMemoryStore()
 	s, err := silo.New(silo.Options{GatewayAddress: "127.0.0.1:0"}, silo.WithLogger(quiet), silo.WithStore(store))
 	require.NoError(t, err)
-	require.NoError(t, counter.RegisterCounterGrain(s, counter.New(nil)))
+	require.NoError(t, testgrain.RegisterCounterGrain(s, testgrain.New(nil)))
 	require.NoError(t, s.Start(context.Background()))
 	c, err := silo.NewClient(silo.ClientOptions{Gateway: s.GatewayAddr().String()}, silo.WithLogger(quiet))
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 9})
+	_, err = testgrain.NewCounterRef(c, "k").Add(context.Background(), &testgrain.AddRequest{Delta: 9})
 	require.NoError(t, err)
 	require.NoError(t, s.Stop(context.Background()))
 	require.NoError(t, s.Stop(context.Background()), "stop is idempotent")
 
-	data, _, err := store.Read(context.Background(), persistence.Key{GrainType: counter.CounterGrainType, GrainKey: "k", Name: "state"})
+	data, _, err := store.Read(context.Background(), persistence.Key{GrainType: testgrain.CounterGrainType, GrainKey: "k", Name: "state"})
 	require.NoError(t, err)
-	g := &counter.Grain{}
+	g := &testgrain.Grain{}
 	require.NoError(t, g.LoadState(data))
 
-	_, err = counter.NewCounterRef(c, "k").Get(context.Background(), &counter.GetRequest{})
+	_, err = testgrain.NewCounterRef(c, "k").Get(context.Background(), &testgrain.GetRequest{})
 	require.ErrorIs(t, err, proxy.ErrUnavailable)
-	require.ErrorIs(t, counter.RegisterCounterGrain(s, counter.New(nil)), silo.ErrStarted)
+	require.ErrorIs(t, testgrain.RegisterCounterGrain(s, testgrain.New(nil)), silo.ErrStarted)
 }
 
 func TestOptionsValidate(t *testing.T) {
@@ -528,7 +528,7 @@ func TestClientReconnectsAfterTheSiloRestarts(t *testing.T) {
 	start := func(addr string) *silo.Silo {
 		s, err := silo.New(silo.Options{GatewayAddress: addr}, silo.WithLogger(quiet), silo.WithStore(store))
 		require.NoError(t, err)
-		require.NoError(t, counter.RegisterCounterGrain(s, counter.New(nil)))
+		require.NoError(t, testgrain.RegisterCounterGrain(s, testgrain.New(nil)))
 		require.NoError(t, s.Start(context.Background()))
 		return s
 	}
@@ -537,17 +537,17 @@ func TestClientReconnectsAfterTheSiloRestarts(t *testing.T) {
 	c, err := silo.NewClient(silo.ClientOptions{Gateway: addr}, silo.WithLogger(quiet))
 	require.NoError(t, err)
 	defer c.Close()
-	ref := counter.NewCounterRef(c, "k")
-	_, err = ref.Add(context.Background(), &counter.AddRequest{Delta: 2})
+	ref := testgrain.NewCounterRef(c, "k")
+	_, err = ref.Add(context.Background(), &testgrain.AddRequest{Delta: 2})
 	require.NoError(t, err)
 	require.NoError(t, first.Stop(context.Background()))
 
-	_, err = ref.Get(context.Background(), &counter.GetRequest{})
+	_, err = ref.Get(context.Background(), &testgrain.GetRequest{})
 	require.ErrorIs(t, err, proxy.ErrUnavailable, "no silo: the call fails, it does not hang")
 
 	second := start(addr)
 	defer func() { require.NoError(t, second.Stop(context.Background())) }()
-	r, err := ref.Add(context.Background(), &counter.AddRequest{Delta: 3})
+	r, err := ref.Add(context.Background(), &testgrain.AddRequest{Delta: 3})
 	require.NoError(t, err, "the client dials the new silo")
 	assert.EqualValues(t, 5, r.Value, "and the grain's state survived the restart")
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -20,12 +20,12 @@ func TestStartAfterFailedStart(t *testing.T) {
 	addr := taken.Addr().String()
 	s, err := silo.New(silo.Options{GatewayAddress: addr}, silo.WithLogger(quiet))
 	require.NoError(t, err)
-	require.NoError(t, counter.RegisterCounterGrain(s, counter.New(nil)))
+	require.NoError(t, testgrain.RegisterCounterGrain(s, testgrain.New(nil)))
 	require.Error(t, s.Start(context.Background()), "the port is taken")
 	require.NoError(t, taken.Close())
 
 	require.NoError(t, s.Start(context.Background()), "the port is free now")
-	r, err := counter.NewCounterRef(s.Caller(), "k").Add(context.Background(), &counter.AddRequest{Delta: 2})
+	r, err := testgrain.NewCounterRef(s.Caller(), "k").Add(context.Background(), &testgrain.AddRequest{Delta: 2})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, r.Value)
 	require.NoError(t, s.Stop(context.Background()))

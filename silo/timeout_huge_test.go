@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/granary-go/granary/clock"
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
 )
@@ -26,7 +26,7 @@ func TestHugeResponseTimeoutDoesNotFireAtOnce(t *testing.T) {
 	caller := e.silo.Caller()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := counter.NewCounterRef(caller, "k").Never(context.Background(), &counter.NeverRequest{})
+		_, err := testgrain.NewCounterRef(caller, "k").Never(context.Background(), &testgrain.NeverRequest{})
 		errc <- err
 	}()
 	pending := caller.(interface{ Pending() int })
@@ -53,7 +53,7 @@ func TestHugePerCallTimeoutDoesNotFireAtOnce(t *testing.T) {
 	c := e.client(silo.ClientOptions{}, silo.WithClock(fake))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := counter.NewCounterRef(c, "k").Never(context.Background(), &counter.NeverRequest{},
+		_, err := testgrain.NewCounterRef(c, "k").Never(context.Background(), &testgrain.NeverRequest{},
 			proxy.WithTimeout(math.MaxInt64))
 		errc <- err
 	}()

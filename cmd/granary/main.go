@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/examples/counter"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	if err != nil {
 		return err
 	}
-	if err := counter.RegisterCounterGrain(s, counter.New(nil)); err != nil {
+	if err := counter.RegisterCounterGrain(s, counter.New); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)

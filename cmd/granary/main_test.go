@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/examples/counter"
 	"github.com/granary-go/granary/silo"
 )
 

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/examples/counter"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -27,15 +27,6 @@ func (nilGrain) Add(context.Context, *counter.AddRequest) (*counter.AddReply, er
 	return nil, errNil
 }
 func (nilGrain) Get(context.Context, *counter.GetRequest) (*counter.GetReply, error) {
-	return nil, errNil
-}
-func (nilGrain) Block(context.Context, *counter.BlockRequest) (*counter.BlockReply, error) {
-	return nil, errNil
-}
-func (nilGrain) Panic(context.Context, *counter.PanicRequest) (*counter.PanicReply, error) {
-	return nil, errNil
-}
-func (nilGrain) Never(context.Context, *counter.NeverRequest) (*counter.NeverReply, error) {
 	return nil, errNil
 }
 

@@ -120,10 +120,10 @@ func typeCheckGenerated(t *testing.T, sources map[string]string, pkgs []string, 
 // The counter example is the control: its generated code type-checks with
 // this harness.
 func TestTypeCheckHarnessAcceptsCounter(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("..", "examples", "counter", "counter.proto"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "counter", "counter.proto"))
 	require.NoError(t, err)
 	errs := typeCheckGenerated(t, map[string]string{"counter.proto": string(src)},
-		[]string{"github.com/granary-go/granary/internal/examples/counter"}, "counter.proto")
+		[]string{"github.com/granary-go/granary/examples/counter"}, "counter.proto")
 	require.Empty(t, errs)
 }
 

@@ -23,7 +23,7 @@ import (
 var (
 	counterOptions = Options{
 		Files:       []string{"counter.proto"},
-		ImportPaths: []string{filepath.Join("..", "examples", "counter")},
+		ImportPaths: []string{filepath.Join("..", "..", "examples", "counter")},
 		Parameter:   "paths=source_relative",
 	}
 	granarypbOptions = Options{
@@ -39,9 +39,9 @@ var (
 )
 
 var (
-	counterPB    = filepath.Join("..", "examples", "counter", "counter.pb.go")
-	counterGrain = filepath.Join("..", "examples", "counter", "counter_grain.pb.go")
-	counterWire  = filepath.Join("..", "examples", "counter", "counter_wire.pb.go")
+	counterPB    = filepath.Join("..", "..", "examples", "counter", "counter.pb.go")
+	counterGrain = filepath.Join("..", "..", "examples", "counter", "counter_grain.pb.go")
+	counterWire  = filepath.Join("..", "..", "examples", "counter", "counter_wire.pb.go")
 )
 
 // inMemory returns options that compile sources from memory, keyed by
@@ -81,7 +81,7 @@ func TestGenerateCounterWritesItsFiles(t *testing.T) {
 		"func RegisterCounterGrain(r proxy.Registrar, factory func(id actor.GrainID) CounterGrain) error",
 		// The contract's comments carry over.
 		"// Add adds delta to the counter and returns the new value.",
-		"// Counter is the example grain",
+		"// Counter is a number that callers add to and read.",
 	} {
 		assert.Contains(t, grain, want)
 	}
@@ -168,7 +168,7 @@ func TestBoundedOptionAndIDs(t *testing.T) {
 	require.NoError(t, err)
 	descs := methodDescs(t, out[counterGrain])
 
-	want := map[string]bool{"Add": true, "Get": false, "Block": true, "Panic": false, "Never": false}
+	want := map[string]bool{"Add": true, "Get": false}
 	require.Len(t, descs, len(want))
 	for method, bounded := range want {
 		fields, ok := descs["Counter_"+method+"_Method"]

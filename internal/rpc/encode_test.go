@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/proxy"
 )
@@ -28,7 +28,7 @@ func TestUnencodableMessagesFailOnlyTheirCall(t *testing.T) {
 		case badReply.ID: // encoded by protobuf, before the send
 			req.Reply.Reply(req, wrapperspb.String("\xff"), nil)
 		case badWireReply.ID: // encoded by its generated codec, inside the send
-			req.Reply.Reply(req, &counter.BlockRequest{Tag: "\xff"}, nil)
+			req.Reply.Reply(req, &testgrain.BlockRequest{Tag: "\xff"}, nil)
 		default:
 			increment(req)
 		}
@@ -38,7 +38,7 @@ func TestUnencodableMessagesFailOnlyTheirCall(t *testing.T) {
 	ctx := context.Background()
 	out := &wrapperspb.Int64Value{}
 
-	for _, bad := range []proto.Message{wrapperspb.String("\xff"), &counter.BlockRequest{Tag: "\xff"}} {
+	for _, bad := range []proto.Message{wrapperspb.String("\xff"), &testgrain.BlockRequest{Tag: "\xff"}} {
 		err := client.Call(ctx, testCall(time.Second, false), bad, out)
 		require.ErrorIs(t, err, proxy.ErrBadRequest, "%T", bad)
 		assert.Contains(t, err.Error(), "encode request")

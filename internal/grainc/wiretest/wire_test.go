@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/grainc/wiretest"
 	"github.com/granary-go/granary/proxy"
 )
@@ -29,16 +29,16 @@ var withCodec = []proto.Message{
 	&wiretest.Tree{},
 	&wiretest.Small{},
 	&wiretest.Medium{},
-	&counter.AddRequest{},
-	&counter.AddReply{},
-	&counter.GetRequest{},
-	&counter.GetReply{},
-	&counter.BlockRequest{},
-	&counter.BlockReply{},
-	&counter.PanicRequest{},
-	&counter.PanicReply{},
-	&counter.NeverRequest{},
-	&counter.NeverReply{},
+	&testgrain.AddRequest{},
+	&testgrain.AddReply{},
+	&testgrain.GetRequest{},
+	&testgrain.GetReply{},
+	&testgrain.BlockRequest{},
+	&testgrain.BlockReply{},
+	&testgrain.PanicRequest{},
+	&testgrain.PanicReply{},
+	&testgrain.NeverRequest{},
+	&testgrain.NeverReply{},
 }
 
 func TestWhichMessagesHaveCodecs(t *testing.T) {

@@ -4,7 +4,7 @@
 // 	protoc        (unknown)
 // source: counter.proto
 
-package counter
+package testgrain
 
 import (
 	_ "github.com/granary-go/granary/proxy/granarypb"
@@ -447,7 +447,7 @@ var File_counter_proto protoreflect.FileDescriptor
 
 const file_counter_proto_rawDesc = "" +
 	"\n" +
-	"\rcounter.proto\x12\x18granary.examples.counter\x1a\x15granary/options.proto\"\"\n" +
+	"\rcounter.proto\x12\fgranary.test\x1a\x15granary/options.proto\"\"\n" +
 	"\n" +
 	"AddRequest\x12\x14\n" +
 	"\x05delta\x18\x01 \x01(\x03R\x05delta\"C\n" +
@@ -469,13 +469,13 @@ const file_counter_proto_rawDesc = "" +
 	"PanicReply\"\x0e\n" +
 	"\fNeverRequest\"\f\n" +
 	"\n" +
-	"NeverReply2\xbc\x03\n" +
-	"\aCounter\x12U\n" +
-	"\x03Add\x12$.granary.examples.counter.AddRequest\x1a\".granary.examples.counter.AddReply\"\x04\x88\x80\x19\x01\x12O\n" +
-	"\x03Get\x12$.granary.examples.counter.GetRequest\x1a\".granary.examples.counter.GetReply\x12[\n" +
-	"\x05Block\x12&.granary.examples.counter.BlockRequest\x1a$.granary.examples.counter.BlockReply\"\x04\x88\x80\x19\x01\x12U\n" +
-	"\x05Panic\x12&.granary.examples.counter.PanicRequest\x1a$.granary.examples.counter.PanicReply\x12U\n" +
-	"\x05Never\x12&.granary.examples.counter.NeverRequest\x1a$.granary.examples.counter.NeverReplyBAZ?github.com/granary-go/granary/internal/examples/counter;counterb\x06proto3"
+	"NeverReply2\xc4\x02\n" +
+	"\aCounter\x12=\n" +
+	"\x03Add\x12\x18.granary.test.AddRequest\x1a\x16.granary.test.AddReply\"\x04\x88\x80\x19\x01\x127\n" +
+	"\x03Get\x12\x18.granary.test.GetRequest\x1a\x16.granary.test.GetReply\x12C\n" +
+	"\x05Block\x12\x1a.granary.test.BlockRequest\x1a\x18.granary.test.BlockReply\"\x04\x88\x80\x19\x01\x12=\n" +
+	"\x05Panic\x12\x1a.granary.test.PanicRequest\x1a\x18.granary.test.PanicReply\x12=\n" +
+	"\x05Never\x12\x1a.granary.test.NeverRequest\x1a\x18.granary.test.NeverReplyB<Z:github.com/granary-go/granary/internal/testgrain;testgrainb\x06proto3"
 
 var (
 	file_counter_proto_rawDescOnce sync.Once
@@ -491,28 +491,28 @@ func file_counter_proto_rawDescGZIP() []byte {
 
 var file_counter_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_counter_proto_goTypes = []any{
-	(*AddRequest)(nil),   // 0: granary.examples.counter.AddRequest
-	(*AddReply)(nil),     // 1: granary.examples.counter.AddReply
-	(*GetRequest)(nil),   // 2: granary.examples.counter.GetRequest
-	(*GetReply)(nil),     // 3: granary.examples.counter.GetReply
-	(*BlockRequest)(nil), // 4: granary.examples.counter.BlockRequest
-	(*BlockReply)(nil),   // 5: granary.examples.counter.BlockReply
-	(*PanicRequest)(nil), // 6: granary.examples.counter.PanicRequest
-	(*PanicReply)(nil),   // 7: granary.examples.counter.PanicReply
-	(*NeverRequest)(nil), // 8: granary.examples.counter.NeverRequest
-	(*NeverReply)(nil),   // 9: granary.examples.counter.NeverReply
+	(*AddRequest)(nil),   // 0: granary.test.AddRequest
+	(*AddReply)(nil),     // 1: granary.test.AddReply
+	(*GetRequest)(nil),   // 2: granary.test.GetRequest
+	(*GetReply)(nil),     // 3: granary.test.GetReply
+	(*BlockRequest)(nil), // 4: granary.test.BlockRequest
+	(*BlockReply)(nil),   // 5: granary.test.BlockReply
+	(*PanicRequest)(nil), // 6: granary.test.PanicRequest
+	(*PanicReply)(nil),   // 7: granary.test.PanicReply
+	(*NeverRequest)(nil), // 8: granary.test.NeverRequest
+	(*NeverReply)(nil),   // 9: granary.test.NeverReply
 }
 var file_counter_proto_depIdxs = []int32{
-	0, // 0: granary.examples.counter.Counter.Add:input_type -> granary.examples.counter.AddRequest
-	2, // 1: granary.examples.counter.Counter.Get:input_type -> granary.examples.counter.GetRequest
-	4, // 2: granary.examples.counter.Counter.Block:input_type -> granary.examples.counter.BlockRequest
-	6, // 3: granary.examples.counter.Counter.Panic:input_type -> granary.examples.counter.PanicRequest
-	8, // 4: granary.examples.counter.Counter.Never:input_type -> granary.examples.counter.NeverRequest
-	1, // 5: granary.examples.counter.Counter.Add:output_type -> granary.examples.counter.AddReply
-	3, // 6: granary.examples.counter.Counter.Get:output_type -> granary.examples.counter.GetReply
-	5, // 7: granary.examples.counter.Counter.Block:output_type -> granary.examples.counter.BlockReply
-	7, // 8: granary.examples.counter.Counter.Panic:output_type -> granary.examples.counter.PanicReply
-	9, // 9: granary.examples.counter.Counter.Never:output_type -> granary.examples.counter.NeverReply
+	0, // 0: granary.test.Counter.Add:input_type -> granary.test.AddRequest
+	2, // 1: granary.test.Counter.Get:input_type -> granary.test.GetRequest
+	4, // 2: granary.test.Counter.Block:input_type -> granary.test.BlockRequest
+	6, // 3: granary.test.Counter.Panic:input_type -> granary.test.PanicRequest
+	8, // 4: granary.test.Counter.Never:input_type -> granary.test.NeverRequest
+	1, // 5: granary.test.Counter.Add:output_type -> granary.test.AddReply
+	3, // 6: granary.test.Counter.Get:output_type -> granary.test.GetReply
+	5, // 7: granary.test.Counter.Block:output_type -> granary.test.BlockReply
+	7, // 8: granary.test.Counter.Panic:output_type -> granary.test.PanicReply
+	9, // 9: granary.test.Counter.Never:output_type -> granary.test.NeverReply
 	5, // [5:10] is the sub-list for method output_type
 	0, // [0:5] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
