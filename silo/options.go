@@ -156,6 +156,7 @@ type deps struct {
 	store    persistence.Store
 	incoming []proxy.IncomingFilter
 	outgoing []proxy.OutgoingFilter
+	locator  rpc.Locator // where grains live; nil: all here
 }
 
 // WithLogger sets the silo's logger; its actor system logs through it too.

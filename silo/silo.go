@@ -24,6 +24,9 @@ import (
 var (
 	ErrStarted    = errors.New("silo: already started")
 	ErrNotStarted = errors.New("silo: not started")
+	// ErrNoLink means this silo has no connection to the silo a grain
+	// lives on.
+	ErrNoLink = errors.New("silo: no link to silo")
 )
 
 // Silo hosts grains: it keeps their activations, persists their state,
@@ -34,6 +37,7 @@ type Silo struct {
 	log     *slog.Logger
 	flusher *persistence.Flusher
 	caller  *hostedCaller
+	router  *rpc.Router
 
 	// host is set once, by Start; every local call reads it, so it is
 	// atomic rather than under mu.
@@ -45,6 +49,8 @@ type Silo struct {
 		types     []string
 		listener  *transport.Listener
 		endpoints map[*rpc.Endpoint]struct{}
+		links     map[string]*rpc.Endpoint // connections to other silos, by silo name
+		interner  *wire.Interner
 		started   bool
 		stopped   bool
 
@@ -85,6 +91,8 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 		filters:     s.deps.outgoing,
 	}
 	s.mu.endpoints = make(map[*rpc.Endpoint]struct{})
+	s.mu.links = make(map[string]*rpc.Endpoint)
+	s.router = &rpc.Router{Self: opts.Name, Locator: s.deps.locator, Links: s}
 	return s, nil
 }
 
@@ -148,13 +156,21 @@ func (s *Silo) Start(ctx context.Context) error {
 	if s.mu.started {
 		return ErrStarted
 	}
+	hostOpts := []actor.HostOption{
+		actor.WithClock(s.deps.clock), actor.WithLogger(s.log), actor.WithStateStore(stateStore{s.flusher}),
+		actor.WithOwner(s), actor.WithRouter(s.router),
+	}
+	if dir, ok := s.deps.locator.(actor.Directory); ok {
+		hostOpts = append(hostOpts, actor.WithDirectory(dir))
+	}
 	host, err := actor.NewHost(actor.HostOptions{
 		CollectionAge:     s.opts.CollectionAge,
 		CollectionQuantum: s.opts.CollectionQuantum,
-	}, s.mu.kinds, actor.WithClock(s.deps.clock), actor.WithLogger(s.log), actor.WithStateStore(stateStore{s.flusher}), actor.WithOwner(s))
+	}, s.mu.kinds, hostOpts...)
 	if err != nil {
 		return err
 	}
+	s.router.SetHost(host)
 	if err := s.flusher.Start(ctx); err != nil {
 		return err
 	}
@@ -171,8 +187,9 @@ func (s *Silo) Start(ctx context.Context) error {
 		undo()
 		return err
 	}
+	s.mu.interner = wire.NewInterner(s.mu.types...)
 	if !s.opts.DisableGateway {
-		interner := wire.NewInterner(s.mu.types...)
+		interner := s.mu.interner
 		l, err := transport.Listen(s.opts.GatewayAddress, s.opts.transport(), func(c *transport.Conn) transport.Handler {
 			ep := rpc.NewEndpoint(rpc.EndpointOptions{SweepInterval: s.opts.TimeoutResolution}, host, interner, s.deps.clock, s.log)
 			ep.Attach(c)
@@ -205,6 +222,72 @@ func (g *gatewayConn) HandleClose(c *transport.Conn, err error) {
 	g.silo.mu.Lock()
 	delete(g.silo.mu.endpoints, g.Endpoint)
 	g.silo.mu.Unlock()
+}
+
+// Link implements rpc.Links: it returns the connection to another silo.
+func (s *Silo) Link(silo string) (*rpc.Endpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ep := s.mu.links[silo]; ep != nil {
+		return ep, nil
+	}
+	return nil, fmt.Errorf("%w: silo %s", ErrNoLink, silo)
+}
+
+// link connects this silo to the silo named name, listening at addr. The
+// connection carries calls both ways: this silo's calls to grains there,
+// and that silo's calls to grains here.
+func (s *Silo) link(ctx context.Context, name, addr string) error {
+	host := s.host.Load()
+	if host == nil {
+		return ErrNotStarted
+	}
+	s.mu.Lock()
+	interner := s.mu.interner
+	s.mu.Unlock()
+	ep := rpc.NewEndpoint(rpc.EndpointOptions{SweepInterval: s.opts.TimeoutResolution}, host, interner, s.deps.clock, s.log)
+	conn, err := transport.Dial(ctx, addr, s.opts.transport(), &linkConn{Endpoint: ep, silo: s, name: name})
+	if err != nil {
+		return fmt.Errorf("silo: link to %s: %w", name, err)
+	}
+	ep.Attach(conn)
+	s.mu.Lock()
+	old := s.mu.links[name]
+	s.mu.links[name] = ep
+	s.mu.Unlock()
+	if old != nil {
+		_ = old.Conn().Close()
+	}
+	return nil
+}
+
+// linkConn forgets its link when the connection ends.
+type linkConn struct {
+	*rpc.Endpoint
+	silo *Silo
+	name string
+}
+
+func (l *linkConn) HandleClose(c *transport.Conn, err error) {
+	l.Endpoint.HandleClose(c, err)
+	l.silo.mu.Lock()
+	if l.silo.mu.links[l.name] == l.Endpoint {
+		delete(l.silo.mu.links, l.name)
+	}
+	l.silo.mu.Unlock()
+}
+
+// closeLinks closes every connection to another silo.
+func (s *Silo) closeLinks() {
+	s.mu.Lock()
+	links := make([]*rpc.Endpoint, 0, len(s.mu.links))
+	for _, ep := range s.mu.links {
+		links = append(links, ep)
+	}
+	s.mu.Unlock()
+	for _, ep := range links {
+		_ = ep.Conn().Close()
+	}
 }
 
 // GatewayAddr returns the address the gateway listens on, or nil.
@@ -268,6 +351,7 @@ func (s *Silo) Stop(ctx context.Context) error {
 	// only what an earlier one could not finish in time.
 	hostErr := host.Stop(ctx)
 	gatewayErr := s.closeGateway(ctx)
+	s.closeLinks()
 	s.caller.Close()
 	if hostErr != nil {
 		// Activations still to deactivate flush through the flusher, so it
@@ -328,6 +412,7 @@ type Stats struct {
 	Host    actor.HostStats
 	Gateway rpc.EndpointStats // summed over client connections
 	Clients int               // client connections open
+	Links   rpc.EndpointStats // summed over connections to other silos
 	Flusher persistence.FlusherStats
 }
 
@@ -339,9 +424,16 @@ func (s *Silo) Stats() Stats {
 	for ep := range s.mu.endpoints {
 		eps = append(eps, ep)
 	}
+	links := make([]*rpc.Endpoint, 0, len(s.mu.links))
+	for _, ep := range s.mu.links {
+		links = append(links, ep)
+	}
 	flusher := s.flusher // a failed Start replaces it
 	s.mu.Unlock()
 	var st Stats
+	for _, ep := range links {
+		st.Links.Add(ep.Stats())
+	}
 	if host != nil {
 		st.Host = host.Stats()
 	}

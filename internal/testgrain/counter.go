@@ -7,17 +7,20 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/proxy"
 )
 
 // Grain is the Counter grain: a number that survives deactivation through
 // the silo's state store.
 type Grain struct {
-	gc    *actor.Context
-	value int64
-	gate  *Gate
-	held  []*actor.Deferred // calls to Never, held until deactivation
+	gc       *actor.Context
+	value    int64
+	gate     *Gate
+	callerOf func(*actor.Context) proxy.Caller
+	held     []*actor.Deferred // calls to Never, held until deactivation
 }
 
 // Compile-time checks of the interfaces the runtime looks for.
@@ -29,8 +32,12 @@ var (
 
 // New returns the grain of a new activation. gate (may be nil) lets tests
 // see and release calls to Block.
-func New(gate *Gate) func(actor.GrainID) CounterGrain {
-	return func(actor.GrainID) CounterGrain { return &Grain{gate: gate} }
+func New(gate *Gate) func(actor.GrainID) CounterGrain { return NewCalling(gate, nil) }
+
+// NewCalling is New for grains that call other grains (Relay, Nest)
+// through the caller callerOf gives them, such as silo.CallerOf.
+func NewCalling(gate *Gate, callerOf func(*actor.Context) proxy.Caller) func(actor.GrainID) CounterGrain {
+	return func(actor.GrainID) CounterGrain { return &Grain{gate: gate, callerOf: callerOf} }
 }
 
 // OnActivate keeps the grain context.
@@ -108,6 +115,40 @@ func (g *Grain) Never(context.Context, *NeverRequest) (*NeverReply, error) {
 	}
 	g.held = append(g.held, d)
 	return nil, nil
+}
+
+// Fail returns the error the request describes.
+func (g *Grain) Fail(_ context.Context, in *FailRequest) (*FailReply, error) {
+	if in.GetPlain() {
+		return nil, errors.New(in.GetMessage())
+	}
+	err := proxy.NewError(in.GetCode(), in.GetMessage())
+	if in.GetDetail() != "" {
+		return nil, must(err.WithDetails(wrapperspb.String(in.GetDetail())))
+	}
+	return nil, err
+}
+
+func must(err *proxy.Error, bad error) error {
+	if bad != nil {
+		return bad
+	}
+	return err
+}
+
+// Relay calls Add on another Counter grain with this call's context.
+func (g *Grain) Relay(ctx context.Context, in *RelayRequest) (*RelayReply, error) {
+	r, err := NewCounterRef(g.callerOf(g.gc), in.GetKey()).Add(ctx, &AddRequest{Delta: in.GetDelta()})
+	if err != nil {
+		return nil, err
+	}
+	return &RelayReply{Value: r.GetValue(), OuterBudgetNanos: budgetNanos(ctx), InnerBudgetNanos: r.GetBudgetNanos()}, nil
+}
+
+// Nest calls Block on another Counter grain with this call's context, so
+// that cancelling this call cancels that one.
+func (g *Grain) Nest(ctx context.Context, in *NestRequest) (*BlockReply, error) {
+	return NewCounterRef(g.callerOf(g.gc), in.GetKey()).Block(ctx, &BlockRequest{Tag: in.GetTag()})
 }
 
 func budgetNanos(ctx context.Context) int64 {

@@ -443,6 +443,277 @@ func (*NeverReply) Descriptor() ([]byte, []int) {
 	return file_counter_proto_rawDescGZIP(), []int{9}
 }
 
+type FailRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Code    uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// detail, when set, travels as a google.protobuf.StringValue detail.
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	Plain         bool   `protobuf:"varint,4,opt,name=plain,proto3" json:"plain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailRequest) Reset() {
+	*x = FailRequest{}
+	mi := &file_counter_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailRequest) ProtoMessage() {}
+
+func (x *FailRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_counter_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
+func (*FailRequest) Descriptor() ([]byte, []int) {
+	return file_counter_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FailRequest) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *FailRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *FailRequest) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *FailRequest) GetPlain() bool {
+	if x != nil {
+		return x.Plain
+	}
+	return false
+}
+
+type FailReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailReply) Reset() {
+	*x = FailReply{}
+	mi := &file_counter_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailReply) ProtoMessage() {}
+
+func (x *FailReply) ProtoReflect() protoreflect.Message {
+	mi := &file_counter_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailReply.ProtoReflect.Descriptor instead.
+func (*FailReply) Descriptor() ([]byte, []int) {
+	return file_counter_proto_rawDescGZIP(), []int{11}
+}
+
+type RelayRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Delta         int64                  `protobuf:"varint,2,opt,name=delta,proto3" json:"delta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayRequest) Reset() {
+	*x = RelayRequest{}
+	mi := &file_counter_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayRequest) ProtoMessage() {}
+
+func (x *RelayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_counter_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayRequest.ProtoReflect.Descriptor instead.
+func (*RelayRequest) Descriptor() ([]byte, []int) {
+	return file_counter_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RelayRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RelayRequest) GetDelta() int64 {
+	if x != nil {
+		return x.Delta
+	}
+	return 0
+}
+
+type RelayReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Value int64                  `protobuf:"varint,1,opt,name=value,proto3" json:"value,omitempty"`
+	// The budget this grain saw, and the one the called grain saw, in
+	// nanoseconds; 0 means none.
+	OuterBudgetNanos int64 `protobuf:"varint,2,opt,name=outer_budget_nanos,json=outerBudgetNanos,proto3" json:"outer_budget_nanos,omitempty"`
+	InnerBudgetNanos int64 `protobuf:"varint,3,opt,name=inner_budget_nanos,json=innerBudgetNanos,proto3" json:"inner_budget_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RelayReply) Reset() {
+	*x = RelayReply{}
+	mi := &file_counter_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayReply) ProtoMessage() {}
+
+func (x *RelayReply) ProtoReflect() protoreflect.Message {
+	mi := &file_counter_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayReply.ProtoReflect.Descriptor instead.
+func (*RelayReply) Descriptor() ([]byte, []int) {
+	return file_counter_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RelayReply) GetValue() int64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *RelayReply) GetOuterBudgetNanos() int64 {
+	if x != nil {
+		return x.OuterBudgetNanos
+	}
+	return 0
+}
+
+func (x *RelayReply) GetInnerBudgetNanos() int64 {
+	if x != nil {
+		return x.InnerBudgetNanos
+	}
+	return 0
+}
+
+type NestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Tag           string                 `protobuf:"bytes,2,opt,name=tag,proto3" json:"tag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NestRequest) Reset() {
+	*x = NestRequest{}
+	mi := &file_counter_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NestRequest) ProtoMessage() {}
+
+func (x *NestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_counter_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NestRequest.ProtoReflect.Descriptor instead.
+func (*NestRequest) Descriptor() ([]byte, []int) {
+	return file_counter_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *NestRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *NestRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
 var File_counter_proto protoreflect.FileDescriptor
 
 const file_counter_proto_rawDesc = "" +
@@ -469,13 +740,33 @@ const file_counter_proto_rawDesc = "" +
 	"PanicReply\"\x0e\n" +
 	"\fNeverRequest\"\f\n" +
 	"\n" +
-	"NeverReply2\xc4\x02\n" +
+	"NeverReply\"i\n" +
+	"\vFailRequest\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x14\n" +
+	"\x05plain\x18\x04 \x01(\bR\x05plain\"\v\n" +
+	"\tFailReply\"6\n" +
+	"\fRelayRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05delta\x18\x02 \x01(\x03R\x05delta\"~\n" +
+	"\n" +
+	"RelayReply\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\x03R\x05value\x12,\n" +
+	"\x12outer_budget_nanos\x18\x02 \x01(\x03R\x10outerBudgetNanos\x12,\n" +
+	"\x12inner_budget_nanos\x18\x03 \x01(\x03R\x10innerBudgetNanos\"1\n" +
+	"\vNestRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
+	"\x03tag\x18\x02 \x01(\tR\x03tag2\x88\x04\n" +
 	"\aCounter\x12=\n" +
 	"\x03Add\x12\x18.granary.test.AddRequest\x1a\x16.granary.test.AddReply\"\x04\x88\x80\x19\x01\x127\n" +
 	"\x03Get\x12\x18.granary.test.GetRequest\x1a\x16.granary.test.GetReply\x12C\n" +
 	"\x05Block\x12\x1a.granary.test.BlockRequest\x1a\x18.granary.test.BlockReply\"\x04\x88\x80\x19\x01\x12=\n" +
 	"\x05Panic\x12\x1a.granary.test.PanicRequest\x1a\x18.granary.test.PanicReply\x12=\n" +
-	"\x05Never\x12\x1a.granary.test.NeverRequest\x1a\x18.granary.test.NeverReplyB<Z:github.com/granary-go/granary/internal/testgrain;testgrainb\x06proto3"
+	"\x05Never\x12\x1a.granary.test.NeverRequest\x1a\x18.granary.test.NeverReply\x12:\n" +
+	"\x04Fail\x12\x19.granary.test.FailRequest\x1a\x17.granary.test.FailReply\x12C\n" +
+	"\x05Relay\x12\x1a.granary.test.RelayRequest\x1a\x18.granary.test.RelayReply\"\x04\x88\x80\x19\x01\x12A\n" +
+	"\x04Nest\x12\x19.granary.test.NestRequest\x1a\x18.granary.test.BlockReply\"\x04\x88\x80\x19\x01B<Z:github.com/granary-go/granary/internal/testgrain;testgrainb\x06proto3"
 
 var (
 	file_counter_proto_rawDescOnce sync.Once
@@ -489,7 +780,7 @@ func file_counter_proto_rawDescGZIP() []byte {
 	return file_counter_proto_rawDescData
 }
 
-var file_counter_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_counter_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_counter_proto_goTypes = []any{
 	(*AddRequest)(nil),   // 0: granary.test.AddRequest
 	(*AddReply)(nil),     // 1: granary.test.AddReply
@@ -501,23 +792,34 @@ var file_counter_proto_goTypes = []any{
 	(*PanicReply)(nil),   // 7: granary.test.PanicReply
 	(*NeverRequest)(nil), // 8: granary.test.NeverRequest
 	(*NeverReply)(nil),   // 9: granary.test.NeverReply
+	(*FailRequest)(nil),  // 10: granary.test.FailRequest
+	(*FailReply)(nil),    // 11: granary.test.FailReply
+	(*RelayRequest)(nil), // 12: granary.test.RelayRequest
+	(*RelayReply)(nil),   // 13: granary.test.RelayReply
+	(*NestRequest)(nil),  // 14: granary.test.NestRequest
 }
 var file_counter_proto_depIdxs = []int32{
-	0, // 0: granary.test.Counter.Add:input_type -> granary.test.AddRequest
-	2, // 1: granary.test.Counter.Get:input_type -> granary.test.GetRequest
-	4, // 2: granary.test.Counter.Block:input_type -> granary.test.BlockRequest
-	6, // 3: granary.test.Counter.Panic:input_type -> granary.test.PanicRequest
-	8, // 4: granary.test.Counter.Never:input_type -> granary.test.NeverRequest
-	1, // 5: granary.test.Counter.Add:output_type -> granary.test.AddReply
-	3, // 6: granary.test.Counter.Get:output_type -> granary.test.GetReply
-	5, // 7: granary.test.Counter.Block:output_type -> granary.test.BlockReply
-	7, // 8: granary.test.Counter.Panic:output_type -> granary.test.PanicReply
-	9, // 9: granary.test.Counter.Never:output_type -> granary.test.NeverReply
-	5, // [5:10] is the sub-list for method output_type
-	0, // [0:5] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0,  // 0: granary.test.Counter.Add:input_type -> granary.test.AddRequest
+	2,  // 1: granary.test.Counter.Get:input_type -> granary.test.GetRequest
+	4,  // 2: granary.test.Counter.Block:input_type -> granary.test.BlockRequest
+	6,  // 3: granary.test.Counter.Panic:input_type -> granary.test.PanicRequest
+	8,  // 4: granary.test.Counter.Never:input_type -> granary.test.NeverRequest
+	10, // 5: granary.test.Counter.Fail:input_type -> granary.test.FailRequest
+	12, // 6: granary.test.Counter.Relay:input_type -> granary.test.RelayRequest
+	14, // 7: granary.test.Counter.Nest:input_type -> granary.test.NestRequest
+	1,  // 8: granary.test.Counter.Add:output_type -> granary.test.AddReply
+	3,  // 9: granary.test.Counter.Get:output_type -> granary.test.GetReply
+	5,  // 10: granary.test.Counter.Block:output_type -> granary.test.BlockReply
+	7,  // 11: granary.test.Counter.Panic:output_type -> granary.test.PanicReply
+	9,  // 12: granary.test.Counter.Never:output_type -> granary.test.NeverReply
+	11, // 13: granary.test.Counter.Fail:output_type -> granary.test.FailReply
+	13, // 14: granary.test.Counter.Relay:output_type -> granary.test.RelayReply
+	5,  // 15: granary.test.Counter.Nest:output_type -> granary.test.BlockReply
+	8,  // [8:16] is the sub-list for method output_type
+	0,  // [0:8] is the sub-list for method input_type
+	0,  // [0:0] is the sub-list for extension type_name
+	0,  // [0:0] is the sub-list for extension extendee
+	0,  // [0:0] is the sub-list for field type_name
 }
 
 func init() { file_counter_proto_init() }
@@ -531,7 +833,7 @@ func file_counter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_counter_proto_rawDesc), len(file_counter_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,12 @@ var (
 	Counter_Panic_Method = &proxy.MethodDesc{Service: CounterGrainType, Name: "Panic", ID: 0x2fcf374d, Bounded: false}
 	// Counter_Never_Method describes Counter.Never, an unbounded method.
 	Counter_Never_Method = &proxy.MethodDesc{Service: CounterGrainType, Name: "Never", ID: 0xb632ed28, Bounded: false}
+	// Counter_Fail_Method describes Counter.Fail, an unbounded method.
+	Counter_Fail_Method = &proxy.MethodDesc{Service: CounterGrainType, Name: "Fail", ID: 0xd91b36ce, Bounded: false}
+	// Counter_Relay_Method describes Counter.Relay, a bounded method.
+	Counter_Relay_Method = &proxy.MethodDesc{Service: CounterGrainType, Name: "Relay", ID: 0x5d559237, Bounded: true}
+	// Counter_Nest_Method describes Counter.Nest, a bounded method.
+	Counter_Nest_Method = &proxy.MethodDesc{Service: CounterGrainType, Name: "Nest", ID: 0x9f3aeb30, Bounded: true}
 )
 
 // CounterRef is a typed reference to a Counter grain. It is a small value;
@@ -80,6 +86,31 @@ func (r CounterRef) Never(ctx context.Context, in *NeverRequest, opts ...proxy.C
 	return _Counter_Never_Call(ctx, r.ref, in, opts)
 }
 
+// Fail returns an application error: a *proxy.Error with the given code,
+// message and detail, or a plain error with the message when plain is
+// set.
+func (r CounterRef) Fail(ctx context.Context, in *FailRequest, opts ...proxy.CallOption) (*FailReply, error) {
+	return _Counter_Fail_Call(ctx, r.ref, in, opts)
+}
+
+// Relay adds delta to the Counter grain under key, calling it from this
+// grain with this call's context, and reports the budget each saw.
+//
+// It is bounded: the grain gets a budget of 80% of the response timeout,
+// or the time left before ctx's deadline when that is shorter.
+func (r CounterRef) Relay(ctx context.Context, in *RelayRequest, opts ...proxy.CallOption) (*RelayReply, error) {
+	return _Counter_Relay_Call(ctx, r.ref, in, opts)
+}
+
+// Nest calls Block on the Counter grain under key with this call's
+// context and reports how that call ended.
+//
+// It is bounded: the grain gets a budget of 80% of the response timeout,
+// or the time left before ctx's deadline when that is shorter.
+func (r CounterRef) Nest(ctx context.Context, in *NestRequest, opts ...proxy.CallOption) (*BlockReply, error) {
+	return _Counter_Nest_Call(ctx, r.ref, in, opts)
+}
+
 // CounterGrain is the server side of Counter: the methods a Counter grain
 // implements.
 //
@@ -104,6 +135,22 @@ type CounterGrain interface {
 	Panic(context.Context, *PanicRequest) (*PanicReply, error)
 	// Never holds the call and never answers, to test response timeouts.
 	Never(context.Context, *NeverRequest) (*NeverReply, error)
+	// Fail returns an application error: a *proxy.Error with the given code,
+	// message and detail, or a plain error with the message when plain is
+	// set.
+	Fail(context.Context, *FailRequest) (*FailReply, error)
+	// Relay adds delta to the Counter grain under key, calling it from this
+	// grain with this call's context, and reports the budget each saw.
+	//
+	// It is bounded: the call carries the caller's time budget, which
+	// starts when the method begins; read it with actor.Budget(ctx).
+	Relay(context.Context, *RelayRequest) (*RelayReply, error)
+	// Nest calls Block on the Counter grain under key with this call's
+	// context and reports how that call ended.
+	//
+	// It is bounded: the call carries the caller's time budget, which
+	// starts when the method begins; read it with actor.Budget(ctx).
+	Nest(context.Context, *NestRequest) (*BlockReply, error)
 }
 
 // CounterService describes Counter to a silo: its grain type and the
@@ -136,6 +183,21 @@ var CounterService = &proxy.ServiceDesc{
 			Desc:       Counter_Never_Method,
 			NewRequest: func() proto.Message { return new(NeverRequest) },
 			Invoke:     _Counter_Never_Invoke,
+		},
+		{
+			Desc:       Counter_Fail_Method,
+			NewRequest: func() proto.Message { return new(FailRequest) },
+			Invoke:     _Counter_Fail_Invoke,
+		},
+		{
+			Desc:       Counter_Relay_Method,
+			NewRequest: func() proto.Message { return new(RelayRequest) },
+			Invoke:     _Counter_Relay_Invoke,
+		},
+		{
+			Desc:       Counter_Nest_Method,
+			NewRequest: func() proto.Message { return new(NestRequest) },
+			Invoke:     _Counter_Nest_Invoke,
 		},
 	},
 }
@@ -191,6 +253,33 @@ func _Counter_Never_Call(_ctx context.Context, _ref proxy.Ref, _in *NeverRequest
 	return _out, nil
 }
 
+// _Counter_Fail_Call is CounterRef.Fail's body, with names no import can hide.
+func _Counter_Fail_Call(_ctx context.Context, _ref proxy.Ref, _in *FailRequest, _opts []proxy.CallOption) (*FailReply, error) {
+	_out := new(FailReply)
+	if _err := _ref.Invoke(_ctx, Counter_Fail_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _Counter_Relay_Call is CounterRef.Relay's body, with names no import can hide.
+func _Counter_Relay_Call(_ctx context.Context, _ref proxy.Ref, _in *RelayRequest, _opts []proxy.CallOption) (*RelayReply, error) {
+	_out := new(RelayReply)
+	if _err := _ref.Invoke(_ctx, Counter_Relay_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _Counter_Nest_Call is CounterRef.Nest's body, with names no import can hide.
+func _Counter_Nest_Call(_ctx context.Context, _ref proxy.Ref, _in *NestRequest, _opts []proxy.CallOption) (*BlockReply, error) {
+	_out := new(BlockReply)
+	if _err := _ref.Invoke(_ctx, Counter_Nest_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
 func _Counter_Add_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
 	_out, _err := _grain.(CounterGrain).Add(_ctx, _req.(*AddRequest))
 	if _out == nil {
@@ -231,6 +320,33 @@ func _Counter_Never_Invoke(_ctx context.Context, _grain any, _req proto.Message)
 	_out, _err := _grain.(CounterGrain).Never(_ctx, _req.(*NeverRequest))
 	if _out == nil {
 		// A nil *NeverReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _Counter_Fail_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(CounterGrain).Fail(_ctx, _req.(*FailRequest))
+	if _out == nil {
+		// A nil *FailReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _Counter_Relay_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(CounterGrain).Relay(_ctx, _req.(*RelayRequest))
+	if _out == nil {
+		// A nil *RelayReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _Counter_Nest_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(CounterGrain).Nest(_ctx, _req.(*NestRequest))
+	if _out == nil {
+		// A nil *BlockReply would make a non-nil proto.Message.
 		return nil, _err
 	}
 	return _out, _err

@@ -516,3 +516,389 @@ func (m *NeverReply) mergeGranaryWire(b []byte, depth int) error {
 invalid:
 	return wirecodec.InvalidError("granary.test.NeverReply")
 }
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *FailRequest) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// code = 1
+	if x := uint64(m.Code); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
+	}
+	// message = 2
+	if len(m.Message) > 0 {
+		if !utf8.ValidString(m.Message) {
+			return b, wirecodec.UTF8Error("granary.test.FailRequest.message")
+		}
+		b = append(wirecodec.AppendVarint(append(b, 0x12), uint64(len(m.Message))), m.Message...)
+	}
+	// detail = 3
+	if len(m.Detail) > 0 {
+		if !utf8.ValidString(m.Detail) {
+			return b, wirecodec.UTF8Error("granary.test.FailRequest.detail")
+		}
+		b = append(wirecodec.AppendVarint(append(b, 0x1a), uint64(len(m.Detail))), m.Detail...)
+	}
+	// plain = 4
+	if m.Plain {
+		b = append(b, 0x20, 1)
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *FailRequest) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *FailRequest) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.test.FailRequest")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // code
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Code = uint32(x)
+		case 0x12: // message
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			if !utf8.Valid(v) {
+				return wirecodec.UTF8Error("granary.test.FailRequest.message")
+			}
+			m.Message = string(v)
+		case 0x1a: // detail
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			if !utf8.Valid(v) {
+				return wirecodec.UTF8Error("granary.test.FailRequest.detail")
+			}
+			m.Detail = string(v)
+		case 0x20: // plain
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Plain = x != 0
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.test.FailRequest")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *FailReply) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *FailReply) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *FailReply) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.test.FailReply")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.test.FailReply")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *RelayRequest) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// key = 1
+	if len(m.Key) > 0 {
+		if !utf8.ValidString(m.Key) {
+			return b, wirecodec.UTF8Error("granary.test.RelayRequest.key")
+		}
+		b = append(wirecodec.AppendVarint(append(b, 0x0a), uint64(len(m.Key))), m.Key...)
+	}
+	// delta = 2
+	if x := uint64(m.Delta); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *RelayRequest) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *RelayRequest) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.test.RelayRequest")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0xa: // key
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			if !utf8.Valid(v) {
+				return wirecodec.UTF8Error("granary.test.RelayRequest.key")
+			}
+			m.Key = string(v)
+		case 0x10: // delta
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Delta = int64(x)
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.test.RelayRequest")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *RelayReply) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// value = 1
+	if x := uint64(m.Value); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
+	}
+	// outer_budget_nanos = 2
+	if x := uint64(m.OuterBudgetNanos); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
+	}
+	// inner_budget_nanos = 3
+	if x := uint64(m.InnerBudgetNanos); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x18), x)
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *RelayReply) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *RelayReply) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.test.RelayReply")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // value
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Value = int64(x)
+		case 0x10: // outer_budget_nanos
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.OuterBudgetNanos = int64(x)
+		case 0x18: // inner_budget_nanos
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.InnerBudgetNanos = int64(x)
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.test.RelayReply")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *NestRequest) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// key = 1
+	if len(m.Key) > 0 {
+		if !utf8.ValidString(m.Key) {
+			return b, wirecodec.UTF8Error("granary.test.NestRequest.key")
+		}
+		b = append(wirecodec.AppendVarint(append(b, 0x0a), uint64(len(m.Key))), m.Key...)
+	}
+	// tag = 2
+	if len(m.Tag) > 0 {
+		if !utf8.ValidString(m.Tag) {
+			return b, wirecodec.UTF8Error("granary.test.NestRequest.tag")
+		}
+		b = append(wirecodec.AppendVarint(append(b, 0x12), uint64(len(m.Tag))), m.Tag...)
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *NestRequest) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *NestRequest) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.test.NestRequest")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0xa: // key
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			if !utf8.Valid(v) {
+				return wirecodec.UTF8Error("granary.test.NestRequest.key")
+			}
+			m.Key = string(v)
+		case 0x12: // tag
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			if !utf8.Valid(v) {
+				return wirecodec.UTF8Error("granary.test.NestRequest.tag")
+			}
+			m.Tag = string(v)
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.test.NestRequest")
+}
