@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/internal/turn"
 )
 
 // Errors of the activation runtime.
@@ -110,6 +112,10 @@ type Request struct {
 	// Registered is set by the Replier that registered the call in a
 	// cancellation registry of its own, for its own bookkeeping.
 	Registered bool
+	// Waiting, when set, is called when the request's method is about to
+	// wait for a call of its own: the deliverer that runs turns on a
+	// goroutine shared with other grains hands its other work on.
+	Waiting func()
 
 	cc     *callContext // the method's context while its turn runs, when it has a budget or can be cancelled
 	next   *Request     // the next request of a batch posted as one mailbox message
@@ -155,14 +161,31 @@ type callContext struct {
 	context.Context
 	budget   time.Duration
 	act      *activation
+	waiting  func()                    // the request's Waiting hook
 	deadline atomic.Pointer[time.Time] // nil until asked for
 }
 
 func (c *callContext) Value(key any) any {
-	if key == (budgetKey{}) {
+	switch key {
+	case budgetKey{}, turn.Key{}:
 		return c
 	}
 	return c.Context.Value(key)
+}
+
+// TimeLeft implements turn.Info.
+func (c *callContext) TimeLeft() (time.Duration, bool) {
+	if c.budget <= 0 {
+		return 0, false
+	}
+	return c.deadlineNow().Sub(c.act.host.clock.Now()), true
+}
+
+// WillWait implements turn.Info.
+func (c *callContext) WillWait() {
+	if c.waiting != nil {
+		c.waiting()
+	}
 }
 
 // deadlineNow returns the call's deadline, fixing it on first use. It is

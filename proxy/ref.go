@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/internal/turn"
 )
 
 // A bounded method receives budgetNumerator/budgetDenominator (80%) of the
@@ -131,8 +132,10 @@ func (r Ref) Invoke(ctx context.Context, m *MethodDesc, in, out proto.Message, o
 }
 
 // Budget computes the budget of a bounded call: 80% of timeout, or the time
-// left before ctx's deadline when that is shorter. It fails with
-// ErrBudgetExpired when the deadline has already passed.
+// left before ctx's deadline when that is shorter, or, for a call a grain
+// makes with its method's context, the time left of that method's own
+// budget when that is shorter still. It fails with ErrBudgetExpired when
+// the deadline or the calling method's budget has already passed.
 func Budget(ctx context.Context, timeout time.Duration) (time.Duration, error) {
 	var budget time.Duration
 	switch {
@@ -153,7 +156,24 @@ func Budget(ctx context.Context, timeout time.Duration) (time.Duration, error) {
 			budget = left
 		}
 	}
+	if left, ok := callerBudget(ctx); ok {
+		if left <= 0 {
+			return 0, fmt.Errorf("%w: the calling grain's budget ran out %v ago", ErrBudgetExpired, -left)
+		}
+		if left < budget {
+			budget = left
+		}
+	}
 	return budget, nil
+}
+
+// callerBudget returns what is left of the budget of the grain method
+// whose context ctx is, if any: a call it makes inherits it.
+func callerBudget(ctx context.Context) (time.Duration, bool) {
+	if info := turn.Of(ctx); info != nil {
+		return info.TimeLeft()
+	}
+	return 0, false
 }
 
 // afterFilters is the last step of a filtered call, before c sends it. A
@@ -174,17 +194,24 @@ func afterFilters(c Caller) Invoker {
 }
 
 // resolveBudget sets a bounded call's budget from ctx and call.Timeout
-// (see Budget), keeping a lower one a filter already set.
+// (see Budget), keeping a lower one a filter already set. A call that a
+// grain method makes with its context while it has a budget also waits no
+// longer than that budget: the method's own caller will not wait for it.
 func resolveBudget(ctx context.Context, call *Call) error {
-	if !call.Method.Bounded {
-		return nil
+	left, inherited := callerBudget(ctx)
+	if call.Method.Bounded {
+		budget, err := Budget(ctx, call.Timeout)
+		if err != nil {
+			return err
+		}
+		if call.Budget <= 0 || budget < call.Budget {
+			call.Budget = budget
+		}
+	} else if inherited && left <= 0 {
+		return fmt.Errorf("%w: the calling grain's budget ran out %v ago", ErrBudgetExpired, -left)
 	}
-	budget, err := Budget(ctx, call.Timeout)
-	if err != nil {
-		return err
-	}
-	if call.Budget <= 0 || budget < call.Budget {
-		call.Budget = budget
+	if inherited && call.Timeout > left {
+		call.Timeout = left
 	}
 	return nil
 }

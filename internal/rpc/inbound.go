@@ -43,6 +43,7 @@ const stallCheckInterval = 5 * time.Millisecond
 // ordinary way.
 type inboundRunner struct {
 	inbound    InlineInbound
+	handOffFn  func()        // r.handOff, bound once: every request it runs carries it
 	checkEvery time.Duration // stallCheckInterval; tests may lengthen it
 	wake       chan struct{} // capacity 1; closed to stop the runner
 	done       chan struct{}
@@ -67,11 +68,14 @@ type inboundRunner struct {
 }
 
 func newInboundRunner(in InlineInbound) *inboundRunner {
-	return &inboundRunner{inbound: in, checkEvery: stallCheckInterval, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	r := &inboundRunner{inbound: in, checkEvery: stallCheckInterval, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	r.handOffFn = r.handOff
+	return r
 }
 
 // deliver is called on the reader goroutine. It never runs grain code.
 func (r *inboundRunner) deliver(req *actor.Request) {
+	req.Waiting = r.handOffFn
 	r.mu.Lock()
 	if r.mu.stalled || r.mu.stopping {
 		r.mu.Unlock()
@@ -167,20 +171,7 @@ func (r *inboundRunner) check() {
 		return
 	}
 	if r.mu.inTurn && r.mu.wasInTurn && r.mu.turns == r.mu.checked && !r.mu.stalled {
-		r.mu.stalled = true
-		// Turns already claimed run on goroutines of their own (a rare
-		// path), each activation's mailbox being claimed by this runner.
-		for i := r.mu.next; i < len(r.mu.claimed); i++ {
-			run := r.mu.claimed[i]
-			r.mu.claimed[i] = nil
-			r.helpers.Add(1)
-			go func() {
-				defer r.helpers.Done()
-				run()
-			}()
-		}
-		r.mu.claimed, r.mu.next = r.mu.claimed[:0], 0
-		r.deliverQueued()
+		r.stallLocked()
 	}
 	r.mu.checked, r.mu.wasInTurn = r.mu.turns, r.mu.inTurn
 	if r.mu.running {
@@ -188,6 +179,40 @@ func (r *inboundRunner) check() {
 	} else {
 		r.mu.armed = false
 	}
+}
+
+// handOff is called by a turn that is about to wait for a call of its own
+// (a grain calling another grain): if the runner is running a turn, it
+// stops holding the requests behind it at once, as a stall check would
+// once the turn had outlasted it. A turn that runs elsewhere (on its
+// activation's worker) may call it too; handing off early costs nothing
+// but the batching of a few requests.
+func (r *inboundRunner) handOff() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.inTurn && !r.mu.stalled && !r.mu.stopping {
+		r.stallLocked()
+	}
+}
+
+// stallLocked hands what the runner holds to others: turns already claimed
+// run on goroutines of their own (a rare path), each activation's mailbox
+// being claimed by this runner, and the queued requests go to their
+// activations' own workers, as does everything that arrives until the
+// running turn ends. r.mu must be held.
+func (r *inboundRunner) stallLocked() {
+	r.mu.stalled = true
+	for i := r.mu.next; i < len(r.mu.claimed); i++ {
+		run := r.mu.claimed[i]
+		r.mu.claimed[i] = nil
+		r.helpers.Add(1)
+		go func() {
+			defer r.helpers.Done()
+			run()
+		}()
+	}
+	r.mu.claimed, r.mu.next = r.mu.claimed[:0], 0
+	r.deliverQueued()
 }
 
 // close stops the runner after it has delivered what is queued; requests

@@ -1,0 +1,30 @@
+// Package turn lets the call path ask a grain method's context about the
+// turn it runs in, without a public API: how much of the call's budget is
+// left, and a way to say that the turn is about to wait for another call.
+package turn
+
+import (
+	"context"
+	"time"
+)
+
+// Key is the context value key under which a grain method's context
+// answers with its Info.
+type Key struct{}
+
+// Info is what a grain method's context tells about its turn.
+type Info interface {
+	// TimeLeft returns how much of the call's budget is left, by the
+	// host's clock; ok is false for a call without a budget.
+	TimeLeft() (left time.Duration, ok bool)
+	// WillWait says that the turn is about to wait for another call, so
+	// that whoever runs the turn hands its other work to someone else.
+	WillWait()
+}
+
+// Of returns the Info of ctx, or nil when ctx is not (derived from) a grain
+// method's context with a budget or a cancellable caller.
+func Of(ctx context.Context) Info {
+	info, _ := ctx.Value(Key{}).(Info)
+	return info
+}
