@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/echo"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/transport"
@@ -15,7 +16,7 @@ import (
 
 // benchSilo starts a silo and a client connected to its gateway over
 // loopback.
-func benchSilo(b *testing.B) (*silo.Silo, *silo.Client) {
+func benchSilo(b *testing.B) (*silo.Silo, *client.Client) {
 	b.Helper()
 	s, err := silo.New(silo.Options{GatewayAddress: "127.0.0.1:0", Name: "bench"}, silo.WithLogger(quiet))
 	if err != nil {
@@ -27,7 +28,7 @@ func benchSilo(b *testing.B) (*silo.Silo, *silo.Client) {
 	if err := s.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	c, err := silo.NewClient(silo.ClientOptions{Gateway: s.GatewayAddr().String()}, silo.WithLogger(quiet))
+	c, err := client.New(client.Options{Gateways: []string{s.GatewayAddr().String()}}, client.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func benchSilo(b *testing.B) (*silo.Silo, *silo.Client) {
 }
 
 // benchRefs returns one reference per worker, spread over keys grains.
-func benchRefs(c *silo.Client, workers, keys int) []testgrain.CounterRef {
+func benchRefs(c *client.Client, workers, keys int) []testgrain.CounterRef {
 	refs := make([]testgrain.CounterRef, workers)
 	for w := range refs {
 		refs[w] = testgrain.NewCounterRef(c, fmt.Sprint("key-", w%keys))
@@ -71,7 +72,7 @@ func benchEcho(b *testing.B) *echo.Client {
 
 // reportBatching reports how many frames each socket write carried, on the
 // client and on the silo.
-func reportBatching(b *testing.B, s *silo.Silo, c *silo.Client) {
+func reportBatching(b *testing.B, s *silo.Silo, c *client.Client) {
 	ct := c.Stats().Transport
 	st := s.Stats().Gateway.Transport
 	if ct.BatchesWritten > 0 {

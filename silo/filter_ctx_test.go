@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
@@ -21,7 +22,7 @@ func filterCallers(t *testing.T, filter proxy.OutgoingFilter) map[string]func() 
 	return map[string]func() (proxy.Caller, *env){
 		"client": func() (proxy.Caller, *env) {
 			e := startSilo(t, envConfig{})
-			return e.client(silo.ClientOptions{}, silo.WithOutgoingFilters(filter)), e
+			return e.client(client.Options{}, client.WithOutgoingFilters(filter)), e
 		},
 		"silo caller": func() (proxy.Caller, *env) {
 			e := startSilo(t, envConfig{siloOpts: []silo.Option{silo.WithOutgoingFilters(filter)}})
@@ -94,7 +95,7 @@ func TestCancelledContextSendsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for via, caller := range map[string]proxy.Caller{
-		"client": e.client(silo.ClientOptions{}), "silo caller": e.silo.Caller(),
+		"client": e.client(client.Options{}), "silo caller": e.silo.Caller(),
 	} {
 		_, err := testgrain.NewCounterRef(caller, "k").Add(ctx, &testgrain.AddRequest{Delta: 1})
 		assert.ErrorIs(t, err, context.Canceled, via)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
@@ -59,10 +60,10 @@ func startPair(t *testing.T, back bool) *pair {
 }
 
 // client returns a client of silo i's gateway.
-func (p *pair) client(t *testing.T, i int, opts silo.ClientOptions) *silo.Client {
+func (p *pair) client(t *testing.T, i int, opts client.Options) *client.Client {
 	t.Helper()
-	opts.Gateway = p.silos[i].GatewayAddr().String()
-	c, err := silo.NewClient(opts, silo.WithLogger(quiet))
+	opts.Gateways = []string{p.silos[i].GatewayAddr().String()}
+	c, err := client.New(opts, client.WithLogger(quiet))
 	require.NoError(t, err)
 	require.NoError(t, c.Connect(context.Background()))
 	t.Cleanup(func() { _ = c.Close() })
@@ -75,7 +76,7 @@ func counterID(key string) actor.GrainID {
 
 func TestClientCallsAGrainHostedOnAnotherSilo(t *testing.T) {
 	p := startPair(t, false)
-	ref := testgrain.NewCounterRef(p.client(t, 0, silo.ClientOptions{}), "far")
+	ref := testgrain.NewCounterRef(p.client(t, 0, client.Options{}), "far")
 	for i := int64(1); i <= 3; i++ {
 		r, err := ref.Add(context.Background(), &testgrain.AddRequest{Delta: 10})
 		require.NoError(t, err)
@@ -100,7 +101,7 @@ func blockOn(ctx context.Context, ref testgrain.CounterRef, tag string) <-chan e
 
 func TestCancelReachesARelayedCallWhileItRuns(t *testing.T) {
 	p := startPair(t, false)
-	ref := testgrain.NewCounterRef(p.client(t, 0, silo.ClientOptions{}), "k")
+	ref := testgrain.NewCounterRef(p.client(t, 0, client.Options{}), "k")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := blockOn(ctx, ref, "running")
 	require.Equal(t, "running", <-p.gates[1].Entered())
@@ -113,7 +114,7 @@ func TestCancelReachesARelayedCallWhileItRuns(t *testing.T) {
 
 func TestCancelRemovesAQueuedRelayedCallWithoutRunningIt(t *testing.T) {
 	p := startPair(t, false)
-	ref := testgrain.NewCounterRef(p.client(t, 0, silo.ClientOptions{}), "k")
+	ref := testgrain.NewCounterRef(p.client(t, 0, client.Options{}), "k")
 	first := blockOn(context.Background(), ref, "first")
 	require.Equal(t, "first", <-p.gates[1].Entered())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -158,7 +159,7 @@ func goroutinesIn(fn string) int {
 // the 16 callers themselves.
 func TestNoGoroutineWaitsOnARelayedCall(t *testing.T) {
 	p := startPair(t, false)
-	c := p.client(t, 0, silo.ClientOptions{})
+	c := p.client(t, 0, client.Options{})
 	const calls = 16
 	dones := make([]<-chan error, calls)
 	for i := range dones {
@@ -179,7 +180,7 @@ func TestNoGoroutineWaitsOnARelayedCall(t *testing.T) {
 
 func TestClosingTheLinkFailsRelayedCallsAtOnce(t *testing.T) {
 	p := startPair(t, false)
-	c := p.client(t, 0, silo.ClientOptions{})
+	c := p.client(t, 0, client.Options{})
 	const calls = 4
 	dones := make([]<-chan error, calls)
 	for i := range dones {
@@ -208,7 +209,7 @@ func TestClosingTheLinkFailsRelayedCallsAtOnce(t *testing.T) {
 func TestForwardingStopsAtTheHopLimit(t *testing.T) {
 	p := startPair(t, true)
 	p.locators[1].PlaceOthers("silo-0") // each silo says the grain is on the other
-	ref := testgrain.NewCounterRef(p.client(t, 0, silo.ClientOptions{}), "loop")
+	ref := testgrain.NewCounterRef(p.client(t, 0, client.Options{}), "loop")
 	_, err := ref.Add(context.Background(), &testgrain.AddRequest{Delta: 1}, proxy.WithTimeout(time.Minute))
 	require.ErrorIs(t, err, proxy.ErrForwardLimit)
 	assert.Contains(t, err.Error(), "forwarded 2 times")
@@ -254,8 +255,8 @@ func TestErrorsAreTheSameOnEveryPath(t *testing.T) {
 	p := startPair(t, false)
 	callers := map[string]proxy.Caller{
 		"local":   p.silos[1].Caller(),
-		"gateway": p.client(t, 1, silo.ClientOptions{}),
-		"relayed": p.client(t, 0, silo.ClientOptions{}),
+		"gateway": p.client(t, 1, client.Options{}),
+		"relayed": p.client(t, 0, client.Options{}),
 	}
 	for _, tc := range errorCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,7 +293,7 @@ func TestErrorsAreTheSameOnEveryPath(t *testing.T) {
 // nobody is left to answer.
 func TestClosingTheCallersConnectionEndsItsRelayedCalls(t *testing.T) {
 	p := startPair(t, false)
-	c := p.client(t, 0, silo.ClientOptions{})
+	c := p.client(t, 0, client.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cancellable := blockOn(ctx, testgrain.NewCounterRef(c, "a"), "cancellable")

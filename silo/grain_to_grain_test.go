@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
@@ -47,7 +48,7 @@ func TestGrainCallsAnotherGrainThroughItsSilo(t *testing.T) {
 	require.NoError(t, s.Start(context.Background()))
 	defer func() { require.NoError(t, s.Stop(context.Background())) }()
 
-	c, err := silo.NewClient(silo.ClientOptions{Gateway: s.GatewayAddr().String()}, silo.WithLogger(quiet))
+	c, err := client.New(client.Options{Gateways: []string{s.GatewayAddr().String()}}, client.WithLogger(quiet))
 	require.NoError(t, err)
 	defer c.Close()
 	out := &wrapperspb.Int64Value{}

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/testgrain"
-	"github.com/granary-go/granary/silo"
 )
 
 // A turn that blocks must not hold up calls to other grains that arrive on
@@ -17,7 +17,7 @@ import (
 // activations' turns itself.
 func TestBlockedTurnDoesNotStallOtherGrainsOnTheConnection(t *testing.T) {
 	e := startSilo(t, envConfig{})
-	c := e.client(silo.ClientOptions{})
+	c := e.client(client.Options{})
 	ctx := context.Background()
 	busy, other := testgrain.NewCounterRef(c, "busy"), testgrain.NewCounterRef(c, "other")
 	for _, r := range []testgrain.CounterRef{busy, other} { // active and idle

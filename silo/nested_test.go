@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
-	"github.com/granary-go/granary/silo"
 )
 
 // A grain that calls another with its method's context passes on what is
@@ -22,7 +22,7 @@ func TestNestedCallInheritsTheOuterBudget(t *testing.T) {
 	p := startPair(t, false)
 	p.locators[0].Place(counterID("outer"), "silo-0")
 	p.locators[0].Place(counterID("near"), "silo-0")
-	c := p.client(t, 0, silo.ClientOptions{})
+	c := p.client(t, 0, client.Options{})
 	outer := testgrain.NewCounterRef(c, "outer")
 	for _, key := range []string{"near", "far"} {
 		r, err := outer.Relay(context.Background(), &testgrain.RelayRequest{Key: key, Delta: 1}, proxy.WithTimeout(100*time.Millisecond))
@@ -44,7 +44,7 @@ func TestNestedCallInheritsTheOuterBudget(t *testing.T) {
 func TestCancellingTheOuterCallCancelsTheNestedOne(t *testing.T) {
 	p := startPair(t, false)
 	p.locators[0].Place(counterID("outer"), "silo-0")
-	ref := testgrain.NewCounterRef(p.client(t, 0, silo.ClientOptions{}), "outer")
+	ref := testgrain.NewCounterRef(p.client(t, 0, client.Options{}), "outer")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -64,7 +64,7 @@ func TestCancellingTheOuterCallCancelsTheNestedOne(t *testing.T) {
 func TestGrainsWaitingOnNestedCallsDoNotHoldUpOthers(t *testing.T) {
 	p := startPair(t, false)
 	p.locators[0].PlaceOthers("silo-0") // every grain on silo-0, one connection from the client
-	c := p.client(t, 0, silo.ClientOptions{})
+	c := p.client(t, 0, client.Options{})
 	const blocked = 16
 	dones := make([]chan error, blocked)
 	for i := range dones {

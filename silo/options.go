@@ -1,16 +1,14 @@
 package silo
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/optcheck"
 	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/persistence"
@@ -87,61 +85,21 @@ func (o *Options) EnsureDefaults() {
 
 // Validate reports every invalid field.
 func (o *Options) Validate() error {
-	c := fieldChecks{prefix: "silo: "}
+	c := optcheck.Checks{Prefix: "silo: "}
 	if !o.DisableGateway {
-		c.address("GatewayAddress", o.GatewayAddress, 0)
+		c.Address("GatewayAddress", o.GatewayAddress, 0)
 	}
-	c.positive("ResponseTimeout", o.ResponseTimeout)
-	c.positive("CollectionAge", o.CollectionAge)
-	c.nonNegative("CollectionQuantum", o.CollectionQuantum)
-	c.positive("FlushPeriod", o.FlushPeriod)
-	c.frameSize("MaxFrameSize", o.MaxFrameSize)
-	c.positive("TimeoutResolution", o.TimeoutResolution)
-	return c.err()
-}
-
-// fieldChecks collects every invalid field of an options struct, so that
-// Validate reports them all at once.
-type fieldChecks struct {
-	prefix string
-	errs   []error
-}
-
-func (c *fieldChecks) positive(name string, d time.Duration) {
-	if d <= 0 {
-		c.errs = append(c.errs, fmt.Errorf("%s%s must be positive, got %v", c.prefix, name, d))
-	}
-}
-
-func (c *fieldChecks) nonNegative(name string, d time.Duration) {
-	if d < 0 {
-		c.errs = append(c.errs, fmt.Errorf("%s%s must not be negative, got %v", c.prefix, name, d))
-	}
-}
-
-// address checks a host:port with a numeric port no lower than minPort:
-// 0 for an address to listen on (any free port), 1 for one to dial.
-func (c *fieldChecks) address(name, addr string, minPort int) {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		c.errs = append(c.errs, fmt.Errorf("%s%s %q: %w", c.prefix, name, addr, err))
-		return
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < minPort || n > 65535 {
-		c.errs = append(c.errs, fmt.Errorf("%s%s %q: the port must be a number from %d to 65535", c.prefix, name, addr, minPort))
-	}
+	c.Positive("ResponseTimeout", o.ResponseTimeout)
+	c.Positive("CollectionAge", o.CollectionAge)
+	c.NonNegative("CollectionQuantum", o.CollectionQuantum)
+	c.Positive("FlushPeriod", o.FlushPeriod)
+	c.Range("MaxFrameSize", o.MaxFrameSize, minFrameSize, transport.MaxFrameSizeLimit)
+	c.Positive("TimeoutResolution", o.TimeoutResolution)
+	return c.Err()
 }
 
 // minFrameSize leaves room for an envelope with a small payload.
 const minFrameSize = 64
-
-func (c *fieldChecks) frameSize(name string, n int) {
-	if n < minFrameSize || n > transport.MaxFrameSizeLimit {
-		c.errs = append(c.errs, fmt.Errorf("%s%s must be between %d and %d bytes, got %d", c.prefix, name, minFrameSize, transport.MaxFrameSizeLimit, n))
-	}
-}
-
-func (c *fieldChecks) err() error { return errors.Join(c.errs...) }
 
 func (o *Options) transport() transport.Options {
 	return transport.Options{MaxFrameSize: o.MaxFrameSize} // Listen fills in the other defaults

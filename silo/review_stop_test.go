@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/testgrain"
-	"github.com/granary-go/granary/silo"
 )
 
 // Stop is documented as safe to call twice. When the first call runs out of
@@ -42,7 +42,7 @@ func TestReviewStopAfterTimeoutFinishesOnRetry(t *testing.T) {
 // return within its ctx, and a later Stop must finish without leaks.
 func TestStopWithinItsContextWhileAGatewayTurnBlocks(t *testing.T) {
 	e := startSilo(t, envConfig{})
-	c := e.client(silo.ClientOptions{})
+	c := e.client(client.Options{})
 	ref := testgrain.NewCounterRef(c, "k")
 	// Activate first: a request for an idle, active grain runs on the
 	// connection's runner.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/transport"
@@ -67,10 +68,10 @@ func startSilo(t *testing.T, cfg envConfig) *env {
 	return e
 }
 
-func (e *env) client(opts silo.ClientOptions, o ...silo.Option) *silo.Client {
+func (e *env) client(opts client.Options, o ...client.Option) *client.Client {
 	e.t.Helper()
-	opts.Gateway = e.silo.GatewayAddr().String()
-	c, err := silo.NewClient(opts, append([]silo.Option{silo.WithLogger(quiet)}, o...)...)
+	opts.Gateways = []string{e.silo.GatewayAddr().String()}
+	c, err := client.New(opts, append([]client.Option{client.WithLogger(quiet)}, o...)...)
 	require.NoError(e.t, err)
 	require.NoError(e.t, c.Connect(context.Background()))
 	e.t.Cleanup(func() { _ = c.Close() })
@@ -84,7 +85,7 @@ func eventually(t *testing.T, cond func() bool, msg string) {
 
 func TestClientCallsGrainThroughGateway(t *testing.T) {
 	e := startSilo(t, envConfig{opts: silo.Options{CollectionAge: 10 * time.Minute, CollectionQuantum: time.Minute}, fakeClock: true})
-	c := e.client(silo.ClientOptions{})
+	c := e.client(client.Options{})
 	ref := testgrain.NewCounterRef(c, "visits")
 	ctx := context.Background()
 
@@ -114,7 +115,7 @@ func TestClientCallsGrainThroughGateway(t *testing.T) {
 
 func TestStateIsFlushedPeriodically(t *testing.T) {
 	e := startSilo(t, envConfig{fakeClock: true})
-	c := e.client(silo.ClientOptions{})
+	c := e.client(client.Options{})
 	_, err := testgrain.NewCounterRef(c, "k").Add(context.Background(), &testgrain.AddRequest{Delta: 5})
 	require.NoError(t, err)
 	key := persistence.Key{GrainType: testgrain.CounterGrainType, GrainKey: "k", Name: "state"}
@@ -129,7 +130,7 @@ func TestStateIsFlushedPeriodically(t *testing.T) {
 
 func TestBackgroundCallsUseNoCancellationMachinery(t *testing.T) {
 	e := startSilo(t, envConfig{})
-	c := e.client(silo.ClientOptions{})
+	c := e.client(client.Options{})
 	ref := testgrain.NewCounterRef(c, "k")
 
 	_, err := ref.Add(context.Background(), &testgrain.AddRequest{Delta: 1})
@@ -154,7 +155,7 @@ func TestBackgroundCallsUseNoCancellationMachinery(t *testing.T) {
 
 func TestCancelReturnsAtOnceAndReachesRunningGrain(t *testing.T) {
 	e := startSilo(t, envConfig{})
-	c := e.client(silo.ClientOptions{})
+	c := e.client(client.Options{})
 	ref := testgrain.NewCounterRef(c, "k")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -173,7 +174,7 @@ func TestCancelReturnsAtOnceAndReachesRunningGrain(t *testing.T) {
 
 func TestCancelReturnsWithoutWaitingForTheGrain(t *testing.T) {
 	e := startSilo(t, envConfig{})
-	c := e.client(silo.ClientOptions{})
+	c := e.client(client.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -189,7 +190,7 @@ func TestCancelReturnsWithoutWaitingForTheGrain(t *testing.T) {
 
 func TestQueuedRequestIsRemovedWithoutRunning(t *testing.T) {
 	e := startSilo(t, envConfig{})
-	c := e.client(silo.ClientOptions{})
+	c := e.client(client.Options{})
 	ref := testgrain.NewCounterRef(c, "k")
 
 	blocked := make(chan error, 1)
@@ -312,7 +313,7 @@ func TestDuplicateActiveCallIDIsRejected(t *testing.T) {
 
 func TestBudgets(t *testing.T) {
 	e := startSilo(t, envConfig{})
-	c := e.client(silo.ClientOptions{ResponseTimeout: 10 * time.Second})
+	c := e.client(client.Options{ResponseTimeout: 10 * time.Second})
 	ref := testgrain.NewCounterRef(c, "k")
 	ctx := context.Background()
 
@@ -365,7 +366,7 @@ func TestHostedCallerUsesSiloTimeoutWhateverTheOrder(t *testing.T) {
 func TestNeverAnsweringGrainTimesOut(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
-	c := e.client(silo.ClientOptions{ResponseTimeout: 200 * time.Millisecond}, silo.WithClock(fake))
+	c := e.client(client.Options{ResponseTimeout: 200 * time.Millisecond}, client.WithClock(fake))
 	errc := make(chan error, 1)
 	go func() {
 		_, err := testgrain.NewCounterRef(c, "k").Never(context.Background(), &testgrain.NeverRequest{})
@@ -392,7 +393,7 @@ func TestNeverAnsweringGrainTimesOut(t *testing.T) {
 
 func TestPanicAnswersErrorAndSiloKeepsServing(t *testing.T) {
 	e := startSilo(t, envConfig{})
-	c := e.client(silo.ClientOptions{})
+	c := e.client(client.Options{})
 	ref := testgrain.NewCounterRef(c, "k")
 	_, err := ref.Add(context.Background(), &testgrain.AddRequest{Delta: 3})
 	require.NoError(t, err)
@@ -409,7 +410,7 @@ func TestPanicAnswersErrorAndSiloKeepsServing(t *testing.T) {
 
 func TestUnknownGrainTypeAndMethod(t *testing.T) {
 	e := startSilo(t, envConfig{})
-	c := e.client(silo.ClientOptions{})
+	c := e.client(client.Options{})
 	bogus := proxy.NewRef(c, "no.such.Grain", "k")
 	err := bogus.Invoke(context.Background(), &proxy.MethodDesc{Service: "no.such.Grain", Name: "X", ID: 1}, &testgrain.GetRequest{}, &testgrain.GetReply{})
 	require.ErrorIs(t, err, proxy.ErrUnknownGrainType)
@@ -424,7 +425,7 @@ func TestUnknownGrainTypeAndMethod(t *testing.T) {
 
 func TestMalformedAndOversizeFramesCloseOnlyThatConnection(t *testing.T) {
 	e := startSilo(t, envConfig{opts: silo.Options{MaxFrameSize: 1024}})
-	good := e.client(silo.ClientOptions{})
+	good := e.client(client.Options{})
 	ref := testgrain.NewCounterRef(good, "k")
 
 	for name, frame := range map[string][]byte{
@@ -450,7 +451,7 @@ func TestMalformedAndOversizeFramesCloseOnlyThatConnection(t *testing.T) {
 
 func TestOversizeRequestIsRefusedAndChangesNothing(t *testing.T) {
 	e := startSilo(t, envConfig{})
-	c := e.client(silo.ClientOptions{MaxFrameSize: 256})
+	c := e.client(client.Options{MaxFrameSize: 256})
 	// A message that cannot fit in a frame is refused before it is sent.
 	bogus := proxy.NewRef(c, testgrain.CounterGrainType, "k")
 	big := &testgrain.BlockRequest{Tag: strings.Repeat("x", 1024)}
@@ -475,7 +476,7 @@ func TestFilters(t *testing.T) {
 		return next(ctx, call, i, o)
 	}
 	e := startSilo(t, envConfig{siloOpts: []silo.Option{silo.WithIncomingFilters(in)}})
-	c := e.client(silo.ClientOptions{}, silo.WithOutgoingFilters(out))
+	c := e.client(client.Options{}, client.WithOutgoingFilters(out))
 	r, err := testgrain.NewCounterRef(c, "k").Add(context.Background(), &testgrain.AddRequest{Delta: 2})
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, r.Value)
@@ -489,7 +490,7 @@ func TestStopFlushesStateAndRefusesCalls(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, testgrain.RegisterCounterGrain(s, testgrain.New(nil)))
 	require.NoError(t, s.Start(context.Background()))
-	c, err := silo.NewClient(silo.ClientOptions{Gateway: s.GatewayAddr().String()}, silo.WithLogger(quiet))
+	c, err := client.New(client.Options{Gateways: []string{s.GatewayAddr().String()}}, client.WithLogger(quiet))
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = testgrain.NewCounterRef(c, "k").Add(context.Background(), &testgrain.AddRequest{Delta: 9})
@@ -513,9 +514,9 @@ func TestOptionsValidate(t *testing.T) {
 	for _, field := range []string{"GatewayAddress", "ResponseTimeout", "FlushPeriod", "MaxFrameSize", "TimeoutResolution"} {
 		assert.Contains(t, err.Error(), field)
 	}
-	_, err = silo.NewClient(silo.ClientOptions{})
+	_, err = client.New(client.Options{})
 	require.ErrorContains(t, err, "Gateway")
-	_, err = silo.NewClient(silo.ClientOptions{Gateway: "h:1", ResponseTimeout: -1, DialTimeout: -1, MaxFrameSize: 2 << 30, TimeoutResolution: -1})
+	_, err = client.New(client.Options{Gateways: []string{"h:1"}, ResponseTimeout: -1, DialTimeout: -1, MaxFrameSize: 2 << 30, TimeoutResolution: -1})
 	require.Error(t, err)
 	for _, field := range []string{"ResponseTimeout", "DialTimeout", "MaxFrameSize", "TimeoutResolution"} {
 		assert.Contains(t, err.Error(), field)
@@ -534,7 +535,7 @@ func TestClientReconnectsAfterTheSiloRestarts(t *testing.T) {
 	}
 	first := start("127.0.0.1:0")
 	addr := first.GatewayAddr().String()
-	c, err := silo.NewClient(silo.ClientOptions{Gateway: addr}, silo.WithLogger(quiet))
+	c, err := client.New(client.Options{Gateways: []string{addr}}, client.WithLogger(quiet))
 	require.NoError(t, err)
 	defer c.Close()
 	ref := testgrain.NewCounterRef(c, "k")

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
@@ -50,7 +51,7 @@ func TestHugeResponseTimeoutDoesNotFireAtOnce(t *testing.T) {
 func TestHugePerCallTimeoutDoesNotFireAtOnce(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
-	c := e.client(silo.ClientOptions{}, silo.WithClock(fake))
+	c := e.client(client.Options{}, client.WithClock(fake))
 	errc := make(chan error, 1)
 	go func() {
 		_, err := testgrain.NewCounterRef(c, "k").Never(context.Background(), &testgrain.NeverRequest{},

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/examples/counter"
-	"github.com/granary-go/granary/silo"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,7 +38,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	require.Contains(t, first, "gateway listening on 127.0.0.1:")
 	addr := strings.Fields(strings.SplitAfter(first, "listening on ")[1])[0]
 
-	c, err := silo.NewClient(silo.ClientOptions{Gateway: addr})
+	c, err := client.New(client.Options{Gateways: []string{addr}})
 	require.NoError(t, err)
 	r, err := counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 4})
 	require.NoError(t, err)

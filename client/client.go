@@ -1,10 +1,11 @@
-package silo
+package client
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,62 +18,14 @@ import (
 	"github.com/granary-go/granary/proxy"
 )
 
-// ErrClientClosed is returned by calls on a closed client.
-var ErrClientClosed = errors.New("silo: client closed")
+// ErrClosed is returned by calls on a closed client.
+var ErrClosed = errors.New("client: closed")
 
-// DefaultDialTimeout bounds connecting to a gateway.
-const DefaultDialTimeout = 5 * time.Second
-
-// ClientOptions are a client's data settings.
-type ClientOptions struct {
-	// Gateway is the host:port of a gateway silo, with a numeric port.
-	// Required.
-	Gateway string
-	// ResponseTimeout is the default response timeout of calls. Bounded
-	// methods get 80% of it as their budget. Default 30 s.
-	ResponseTimeout time.Duration
-	// DialTimeout bounds each connection attempt. Default 5 s.
-	DialTimeout time.Duration
-	// MaxFrameSize bounds one message on the wire. Default 4 MiB.
-	MaxFrameSize int
-	// TimeoutResolution is how often pending calls are checked against
-	// their response timeouts. Default 10 ms.
-	TimeoutResolution time.Duration
-}
-
-// EnsureDefaults fills zero fields with their defaults.
-func (o *ClientOptions) EnsureDefaults() {
-	if o.ResponseTimeout == 0 {
-		o.ResponseTimeout = DefaultResponseTimeout
-	}
-	if o.DialTimeout == 0 {
-		o.DialTimeout = DefaultDialTimeout
-	}
-	if o.MaxFrameSize == 0 {
-		o.MaxFrameSize = DefaultMaxFrameSize
-	}
-	if o.TimeoutResolution == 0 {
-		o.TimeoutResolution = rpc.DefaultSweepInterval
-	}
-}
-
-// Validate reports every invalid field.
-func (o *ClientOptions) Validate() error {
-	c := fieldChecks{prefix: "silo: client "}
-	c.address("Gateway", o.Gateway, 1)
-	c.positive("ResponseTimeout", o.ResponseTimeout)
-	c.positive("DialTimeout", o.DialTimeout)
-	c.frameSize("MaxFrameSize", o.MaxFrameSize)
-	c.positive("TimeoutResolution", o.TimeoutResolution)
-	return c.err()
-}
-
-// Client reaches grains through a gateway silo over one connection. It
-// never listens: replies and cancels travel on the connection it dialled.
-// It implements proxy.Caller, like the silo's own caller, so generated
-// references work the same on both. It is safe for concurrent use.
+// Client reaches grains through a gateway silo. It implements proxy.Caller,
+// so generated references are built on it (NewCounterRef(c, key)). It is
+// safe for concurrent use.
 type Client struct {
-	opts ClientOptions
+	opts Options
 	deps deps
 
 	// live is the current connection, read without a lock on every call
@@ -81,19 +34,20 @@ type Client struct {
 	mu   struct {
 		sync.Mutex
 		closed bool
+		next   int // the gateway to try first on the next dial
 	}
 }
 
 var _ proxy.Caller = (*Client)(nil)
 
-// NewClient returns a client. It does no I/O: Connect does, and a call
-// connects too when the client is not connected. Of the Options, only
-// WithLogger, WithClock and WithOutgoingFilters apply to clients.
-func NewClient(opts ClientOptions, optFns ...Option) (*Client, error) {
+// New returns a client. It does no I/O: Connect does, and so does a call
+// on a client that is not connected.
+func New(opts Options, optFns ...Option) (*Client, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	opts.Gateways = append([]string(nil), opts.Gateways...)
 	c := &Client{opts: opts}
 	for _, fn := range optFns {
 		fn(&c.deps)
@@ -104,13 +58,28 @@ func NewClient(opts ClientOptions, optFns ...Option) (*Client, error) {
 	if c.deps.clock == nil {
 		c.deps.clock = clock.Real{}
 	}
+	c.mu.next = rand.IntN(len(opts.Gateways))
 	return c, nil
 }
 
-// Connect dials the gateway unless the client is connected already.
+// Options returns the client's settings, defaults filled in.
+func (c *Client) Options() Options { return c.opts }
+
+// Connect dials a gateway unless the client is connected already. It tries
+// each gateway once, starting with the next in turn, and returns the last
+// failure when none answers.
 func (c *Client) Connect(ctx context.Context) error {
 	_, err := c.endpoint(ctx)
 	return err
+}
+
+// Gateway returns the address of the gateway the client is connected to,
+// or "" when it is not connected.
+func (c *Client) Gateway() string {
+	if ep := c.open(); ep != nil {
+		return ep.Conn().RemoteAddr().String()
+	}
+	return ""
 }
 
 // endpoint returns the live connection, dialling when there is none.
@@ -121,20 +90,37 @@ func (c *Client) endpoint(ctx context.Context) (*rpc.Endpoint, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.closed {
-		return nil, ErrClientClosed
+		return nil, ErrClosed
 	}
 	if ep := c.open(); ep != nil { // another call dialled meanwhile
 		return ep, nil
 	}
+	var errs []error
+	for range c.opts.Gateways {
+		addr := c.opts.Gateways[c.mu.next]
+		c.mu.next = (c.mu.next + 1) % len(c.opts.Gateways)
+		ep, err := c.dial(ctx, addr)
+		if err == nil {
+			c.live.Store(ep)
+			return ep, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: client: no gateway answered: %w", proxy.ErrUnavailable, errors.Join(errs...))
+}
+
+func (c *Client) dial(ctx context.Context, addr string) (*rpc.Endpoint, error) {
 	ep := rpc.NewEndpoint(rpc.EndpointOptions{SweepInterval: c.opts.TimeoutResolution}, nil, nil, c.deps.clock, c.deps.log)
 	dialCtx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
-	conn, err := transport.Dial(dialCtx, c.opts.Gateway, transport.Options{MaxFrameSize: c.opts.MaxFrameSize}, ep)
+	conn, err := transport.Dial(dialCtx, addr, transport.Options{MaxFrameSize: c.opts.MaxFrameSize}, ep)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dial gateway %s: %w", proxy.ErrUnavailable, c.opts.Gateway, err)
+		return nil, fmt.Errorf("dial gateway %s: %w", addr, err)
 	}
 	ep.Attach(conn)
-	c.live.Store(ep)
 	return ep, nil
 }
 
@@ -177,11 +163,14 @@ func (c *Client) ResponseTimeout() time.Duration { return c.opts.ResponseTimeout
 // OutgoingFilters lets references built on this client apply its filters.
 func (c *Client) OutgoingFilters() []proxy.OutgoingFilter { return c.deps.outgoing }
 
+// Stats are a client's counters, for tests and metrics.
+type Stats = rpc.EndpointStats
+
 // Stats returns the counters of the current connection.
-func (c *Client) Stats() rpc.EndpointStats {
+func (c *Client) Stats() Stats {
 	ep := c.live.Load()
 	if ep == nil {
-		return rpc.EndpointStats{}
+		return Stats{}
 	}
 	return ep.Stats()
 }
