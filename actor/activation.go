@@ -51,9 +51,10 @@ type activation struct {
 	deactivate  bool      // DeactivateOnIdle was called in this turn
 	timers      map[*Timer]struct{}
 
-	gone       atomic.Bool  // no more posts: the actor is stopping
-	touched    atomic.Bool  // a request ran since the collector last looked
-	lastActive atomic.Int64 // unix nanos when the collector last saw activity
+	gone       atomic.Bool   // no more posts: the actor is stopping
+	doing      atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
+	touched    atomic.Bool   // a request ran since the collector last looked
+	lastActive atomic.Int64  // unix nanos when the collector last saw activity
 
 	pendingMu sync.Mutex
 	pending   map[*Deferred]struct{} // deferred replies not yet answered
@@ -110,6 +111,7 @@ func (a *activation) Receive(c protoactor.Context) {
 		a.onBatch(msg)
 	case turnFunc:
 		if a.core.active() {
+			a.doing.Store(doingCallback)
 			// Timer ticks, OnCancel callbacks and state snapshots are grain
 			// code too: a panic in them is contained like a method's.
 			if err := a.safely(func() error { msg(); return nil }); err != nil {
@@ -260,6 +262,7 @@ func (a *activation) idleNow() bool {
 // activate loads the grain's state and runs OnActivate. It returns the
 // failure, which the requests waiting for the activation receive.
 func (a *activation) activate() error {
+	a.doing.Store(doingActivate)
 	h := a.host
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.ActivationTimeout)
 	defer cancel()
@@ -337,6 +340,7 @@ func (a *activation) runTurn(req *Request) {
 	if !a.touched.Load() { // a load is cheaper than a store, which fences
 		a.touched.Store(true)
 	}
+	a.doing.Store(req.MethodID) // so that a stop held up by this turn can name it
 
 	var ctx context.Context = context.Background()
 	if req.Ctx != nil || req.Budget > 0 {
@@ -379,6 +383,37 @@ func (a *activation) runTurn(req *Request) {
 	a.afterTurn()
 }
 
+// What an activation's turn runs when it is not a method, for naming a
+// turn that holds up a stop. Method ids are hashes, so these collide with
+// one only by a chance in four billion, and then name the wrong thing.
+const (
+	doingNothing    uint32 = 0
+	doingActivate   uint32 = 0xffff_fff0 + iota
+	doingDeactivate        // OnDeactivate and the final flush
+	doingCallback          // a timer, an OnCancel callback or a state snapshot
+)
+
+// doingName names what the activation's latest turn runs.
+func (a *activation) doingName() string {
+	switch d := a.doing.Load(); d {
+	case doingNothing:
+		return "nothing yet"
+	case doingActivate:
+		return "OnActivate"
+	case doingDeactivate:
+		return "OnDeactivate"
+	case doingCallback:
+		return "a timer or callback"
+	default:
+		if n, ok := a.kind.Dispatcher.(interface{ MethodName(uint32) string }); ok {
+			if name := n.MethodName(d); name != "" {
+				return name
+			}
+		}
+		return fmt.Sprintf("method %#x", d)
+	}
+}
+
 // logPanic counts and logs a panic of grain code; method is 0 outside a
 // request turn.
 func (a *activation) logPanic(err error, method uint32) {
@@ -402,6 +437,7 @@ func (a *activation) afterTurn() {
 // timers stop, deferred replies still open fail, OnDeactivate runs and the
 // state is flushed. The core then unregisters and finishes.
 func (a *activation) deactivateNow() {
+	a.doing.Store(doingDeactivate)
 	h := a.host
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.DeactivationTimeout)
 	defer cancel()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -445,6 +447,9 @@ func (h *Host) Stop(ctx context.Context) error {
 	case <-empty:
 	case <-ctx.Done():
 		err = fmt.Errorf("actor: stop: %w", ctx.Err())
+		if busy := h.Busy(); len(busy) > 0 {
+			err = fmt.Errorf("actor: stop: %w: %d grains did not deactivate in time: %s", ctx.Err(), len(busy), busyList(busy))
+		}
 	}
 	if err == nil {
 		h.shutdown.Do(func() {
@@ -453,6 +458,43 @@ func (h *Host) Stop(ctx context.Context) error {
 		})
 	}
 	return err
+}
+
+// BusyGrain is an activation that has not yet deactivated, and what its
+// latest turn runs (a method, or OnActivate, OnDeactivate, a timer).
+type BusyGrain struct {
+	ID    GrainID
+	Doing string
+}
+
+// String formats the grain and what it runs as "type/key in Method".
+func (b BusyGrain) String() string { return b.ID.String() + " in " + b.Doing }
+
+// Busy lists the activations still alive, with what their latest turns
+// run: after a stop that ran out of time, the grains that held it up.
+func (h *Host) Busy() []BusyGrain {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	busy := make([]BusyGrain, 0, h.mu.acts.len())
+	for a := range h.mu.acts.all {
+		busy = append(busy, BusyGrain{ID: a.id, Doing: a.doingName()})
+	}
+	slices.SortFunc(busy, func(x, y BusyGrain) int { return strings.Compare(x.String(), y.String()) })
+	return busy
+}
+
+// busyList names up to ten busy grains.
+func busyList(busy []BusyGrain) string {
+	const most = 10
+	names := make([]string, 0, min(len(busy), most))
+	for _, b := range busy[:min(len(busy), most)] {
+		names = append(names, b.String())
+	}
+	list := strings.Join(names, ", ")
+	if len(busy) > most {
+		list += fmt.Sprintf(" and %d more", len(busy)-most)
+	}
+	return list
 }
 
 // remove drops a from the catalog if it is still the grain's activation.

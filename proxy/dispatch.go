@@ -49,6 +49,14 @@ type Dispatcher struct {
 
 var _ actor.Dispatcher = (*Dispatcher)(nil)
 
+// MethodName returns the name of the method with the given id, or "".
+func (d *Dispatcher) MethodName(id uint32) string {
+	if m := d.Service.Method(id); m != nil {
+		return m.Desc.Name
+	}
+	return ""
+}
+
 // Dispatch implements actor.Dispatcher.
 func (d *Dispatcher) Dispatch(ctx context.Context, grain any, methodID uint32, payload []byte) (proto.Message, error) {
 	m := d.Service.Method(methodID)

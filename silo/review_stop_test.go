@@ -1,15 +1,22 @@
 package silo_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/testgrain"
+	"github.com/granary-go/granary/proxy"
+	"github.com/granary-go/granary/silo"
 )
 
 // Stop is documented as safe to call twice. When the first call runs out of
@@ -26,8 +33,10 @@ func TestReviewStopAfterTimeoutFinishesOnRetry(t *testing.T) {
 
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	require.ErrorIs(t, e.silo.Stop(short), context.DeadlineExceeded, "the blocked turn keeps the host from stopping")
-	require.Error(t, <-errc, "the caller is released by the closing silo")
+	err := e.silo.Stop(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the blocked turn keeps the host from stopping")
+	assert.ErrorContains(t, err, testgrain.CounterGrainType+"/k in Block", "the error names the grain and its method")
+	require.ErrorIs(t, <-errc, proxy.ErrUnavailable, "the caller is released by the closing silo")
 
 	e.gate.Release("b")
 	<-e.gate.Exited()
@@ -76,4 +85,62 @@ func TestStopWithinItsContextWhileAGatewayTurnBlocks(t *testing.T) {
 	<-errc
 	require.NoError(t, c.Close())
 	goleak.VerifyNone(t)
+}
+
+// A graceful stop lets a call in flight finish and refuses new work
+// meanwhile.
+func TestStopLetsACallInFlightFinish(t *testing.T) {
+	e := startSilo(t, envConfig{})
+	c := e.client(client.Options{})
+	ref := testgrain.NewCounterRef(c, "k")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := ref.Block(context.Background(), &testgrain.BlockRequest{Tag: "drain"})
+		errc <- err
+	}()
+	require.Equal(t, "drain", <-e.gate.Entered())
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.silo.Stop(context.Background()) }()
+	eventually(t, func() bool {
+		_, err := testgrain.NewCounterRef(c, "other").Get(context.Background(), &testgrain.GetRequest{})
+		return errors.Is(err, proxy.ErrUnavailable)
+	}, "new work is refused while the silo drains")
+	e.gate.Release("drain")
+	require.NoError(t, <-errc, "the call in flight finished")
+	require.NoError(t, <-stopped)
+}
+
+// A stop that runs out of time logs the grains that held it up.
+func TestStopLogsTheGrainsThatHeldItUp(t *testing.T) {
+	var logs syncBuffer
+	e := startSilo(t, envConfig{siloOpts: []silo.Option{silo.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))}})
+	go func() {
+		_, _ = testgrain.NewCounterRef(e.silo.Caller(), "stuck").Block(context.Background(), &testgrain.BlockRequest{Tag: "s"})
+	}()
+	require.Equal(t, "s", <-e.gate.Entered())
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	require.Error(t, e.silo.Stop(short))
+	assert.Contains(t, logs.String(), "grain did not deactivate in time")
+	assert.Contains(t, logs.String(), "grain="+testgrain.CounterGrainType+"/stuck running=Block")
+	e.gate.Release("s")
+	<-e.gate.Exited()
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -194,8 +194,11 @@ func (s *Silo) Start(ctx context.Context) error {
 			ep := rpc.NewEndpoint(rpc.EndpointOptions{SweepInterval: s.opts.TimeoutResolution}, host, interner, s.deps.clock, s.log)
 			ep.Attach(c)
 			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.mu.stopped {
+				return nil // a stopping silo takes no new connections
+			}
 			s.mu.endpoints[ep] = struct{}{}
-			s.mu.Unlock()
 			return &gatewayConn{Endpoint: ep, silo: s}
 		})
 		if err != nil {
@@ -277,6 +280,23 @@ func (l *linkConn) HandleClose(c *transport.Conn, err error) {
 	l.silo.mu.Unlock()
 }
 
+// flushConnections waits, within ctx, until what every connection has
+// queued is written.
+func (s *Silo) flushConnections(ctx context.Context) {
+	s.mu.Lock()
+	conns := make([]*transport.Conn, 0, len(s.mu.endpoints)+len(s.mu.links))
+	for ep := range s.mu.endpoints {
+		conns = append(conns, ep.Conn())
+	}
+	for _, ep := range s.mu.links {
+		conns = append(conns, ep.Conn())
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Flush(ctx) // a connection that ended or a ctx that ran out leaves nothing to wait for
+	}
+}
+
 // closeLinks closes every connection to another silo.
 func (s *Silo) closeLinks() {
 	s.mu.Lock()
@@ -330,12 +350,18 @@ func (s *Silo) Deliver(req *actor.Request) {
 // Host returns the activation host, or nil before Start.
 func (s *Silo) Host() *actor.Host { return s.host.Load() }
 
-// Stop stops the silo gracefully: requests already queued are served, then
-// every activation deactivates and flushes its state, the gateway closes its
-// connections, and the flusher writes what is still dirty. Requests that
-// arrive meanwhile fail with proxy.ErrUnavailable. When a turn that ignores
-// cancellation outlasts ctx, Stop returns ctx's error without waiting for it;
-// calling Stop again finishes the job. Safe to call twice.
+// Stop stops the silo gracefully. It drains: the gateway takes no new
+// connections, requests already queued are served, then every activation
+// deactivates and flushes its state; requests that arrive meanwhile fail
+// with proxy.ErrUnavailable. Then connections close and the flusher writes
+// what is still dirty.
+//
+// When ctx ends first, Stop closes what is left: connections close, so the
+// calls still waiting on them fail with proxy.ErrUnavailable, and Stop
+// returns an error wrapping ctx's that names every grain still busy (its
+// type, key and the method its turn runs), which it also logs. A turn that
+// ignores cancellation cannot be interrupted; calling Stop again once it
+// has returned finishes the job. Safe to call twice.
 func (s *Silo) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.mu.started {
@@ -350,6 +376,13 @@ func (s *Silo) Stop(ctx context.Context) error {
 	// Host.Stop is a no-op once it has finished, so a later Stop redoes
 	// only what an earlier one could not finish in time.
 	hostErr := host.Stop(ctx)
+	if hostErr != nil {
+		for _, b := range host.Busy() {
+			s.log.Warn("stop: grain did not deactivate in time", slog.String("grain", b.ID.String()), slog.String("running", b.Doing))
+		}
+	} else {
+		s.flushConnections(ctx) // the last replies go out before the connections close
+	}
 	gatewayErr := s.closeGateway(ctx)
 	s.closeLinks()
 	s.caller.Close()

@@ -157,6 +157,6 @@ func (l *LocalCaller) Pending() int { return l.calls.len() }
 // Close fails waiting calls, refuses new ones and cancels the contexts of
 // cancellable calls still running.
 func (l *LocalCaller) Close() {
-	l.calls.close(proxy.ErrUnavailable)
+	l.calls.close(fmt.Errorf("%w: the silo's caller is closed", proxy.ErrUnavailable))
 	l.cancels.CancelAll() // nobody waits for the calls' replies any more
 }

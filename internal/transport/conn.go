@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -93,6 +94,8 @@ type Conn struct {
 		closed        bool
 		pending       []byte // length-prefixed frames waiting for the writer
 		pendingFrames uint64
+		writing       bool            // the writer holds a batch it has not finished writing
+		flushed       []chan struct{} // closed once pending is empty and nothing is being written
 	}
 	queued         atomic.Uint64 // frames accepted by Send, read by the writer without the lock
 	framesWritten  atomic.Uint64
@@ -220,10 +223,17 @@ func (c *Conn) writeLoop() {
 			c.mu.Lock()
 			batch, frames := c.mu.pending, c.mu.pendingFrames
 			if len(batch) == 0 || c.mu.closed {
+				c.mu.writing = false
+				flushed := c.mu.flushed
+				c.mu.flushed = nil
 				c.mu.Unlock()
+				for _, ch := range flushed {
+					close(ch)
+				}
 				break
 			}
 			c.mu.pending, c.mu.pendingFrames = spare[:0], 0
+			c.mu.writing = true
 			c.mu.Unlock()
 
 			if c.opts.WriteTimeout > 0 {
@@ -306,6 +316,37 @@ func (c *Conn) isClosing() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// Flush waits until every frame queued before it was called has been handed
+// to the socket, the connection has ended, or ctx is done; it returns
+// ErrClosed in the second case and ctx's error in the third. A graceful
+// close is Flush, then Close: Close alone drops what is still queued.
+func (c *Conn) Flush(ctx context.Context) error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if len(c.mu.pending) == 0 && !c.mu.writing {
+		c.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	c.mu.flushed = append(c.mu.flushed, ch)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-c.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
