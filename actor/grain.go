@@ -32,6 +32,8 @@ var (
 // runs in the activation's first turn, after stored state was loaded and
 // before any request.
 type Activator interface {
+	// OnActivate prepares the grain; an error fails the activation and the
+	// requests waiting for it.
 	OnActivate(ctx context.Context, gc *Context) error
 }
 
@@ -39,6 +41,7 @@ type Activator interface {
 // It runs in the activation's last turn, before the final state flush. Like
 // Orleans, it is best effort: it does not run when a process crashes.
 type Deactivator interface {
+	// OnDeactivate runs before the final flush; an error is logged.
 	OnDeactivate(ctx context.Context, gc *Context) error
 }
 
@@ -47,13 +50,17 @@ type Deactivator interface {
 // whenever the runtime flushes dirty state (periodically, on demand and on
 // deactivation). Mark state dirty with Context.MarkDirty.
 type Stateful interface {
+	// LoadState restores the state SaveState encoded.
 	LoadState(data []byte) error
+	// SaveState encodes the grain's state.
 	SaveState() ([]byte, error)
 }
 
 // Dispatcher decodes a request payload, calls the grain's method and
 // returns its reply. Generated service descriptors provide one.
 type Dispatcher interface {
+	// Dispatch runs the method methodID of grain with the encoded request
+	// payload.
 	Dispatch(ctx context.Context, grain any, methodID uint32, payload []byte) (proto.Message, error)
 }
 
@@ -73,6 +80,7 @@ type Kind struct {
 // per request, from the activation's turn or, for a deferred reply, from
 // wherever the grain answers.
 type Replier interface {
+	// Reply sends req's outcome: reply, or err when it is not nil.
 	Reply(req *Request, reply proto.Message, err error)
 }
 

@@ -134,6 +134,8 @@ func (soleDirectory) Unregister(GrainID)                           {}
 // function inside a later turn of the activation (false once it is gone);
 // snapshot encodes the grain's state and is only called inside turns.
 type StateStore interface {
+	// OpenState reads id's stored state (nil when there is none) and
+	// opens the record that writes it from then on.
 	OpenState(ctx context.Context, id GrainID, schedule func(func()) bool, snapshot func() ([]byte, error)) (StateRecord, []byte, error)
 }
 
@@ -143,9 +145,13 @@ type StateStore interface {
 // of its state conflicts (the state is stale), so that the next call
 // reloads it.
 type StateRecord interface {
+	// MarkDirty records that the state changed.
 	MarkDirty()
+	// Flush writes the state now.
 	Flush(ctx context.Context) error
+	// Clear deletes the stored state.
 	Clear(ctx context.Context) error
+	// Close writes what is dirty and closes the record.
 	Close(ctx context.Context) error
 }
 
@@ -463,7 +469,9 @@ func (h *Host) Stop(ctx context.Context) error {
 // BusyGrain is an activation that has not yet deactivated, and what its
 // latest turn runs (a method, or OnActivate, OnDeactivate, a timer).
 type BusyGrain struct {
-	ID    GrainID
+	// ID is the grain.
+	ID GrainID
+	// Doing names what its latest turn runs.
 	Doing string
 }
 

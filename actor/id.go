@@ -4,8 +4,10 @@ package actor
 // service name) and a string key. A grain always exists logically; the
 // runtime keeps at most one activation per GrainID.
 type GrainID struct {
+	// Type is the grain type: the full protobuf name of its contract.
 	Type string
-	Key  string
+	// Key tells grains of one type apart.
+	Key string
 }
 
 // String formats the identity as "type/key".

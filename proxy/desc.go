@@ -41,6 +41,7 @@ func (m *MethodDesc) FullName() string { return m.Service + "/" + m.Name }
 
 // Method is the server side of one grain method, filled in by generated code.
 type Method struct {
+	// Desc describes the method.
 	Desc *MethodDesc
 	// NewRequest returns an empty request message to decode into.
 	NewRequest func() proto.Message
@@ -64,10 +65,10 @@ type ServiceDesc struct {
 	index map[uint32]*Method
 }
 
-// Method returns the method with the given id, or nil.
 // linearMethods is the size up to which Method scans instead of indexing.
 const linearMethods = 8
 
+// Method returns the method with the given id, or nil.
 func (s *ServiceDesc) Method(id uint32) *Method {
 	if len(s.Methods) <= linearMethods {
 		// A few comparisons beat hashing into a map.

@@ -40,7 +40,9 @@ var freshUnmarshal = proto.UnmarshalOptions{Merge: true, RecursionLimit: protowi
 // must not change afterwards; at its end the call runs the method that
 // IncomingCall.Method names.
 type Dispatcher struct {
+	// Service is the grain type's contract.
 	Service *ServiceDesc
+	// Filters run around every method, in order.
 	Filters []IncomingFilter
 
 	chainOnce sync.Once

@@ -144,7 +144,9 @@ func (e *Error) Is(target error) bool {
 // to the grain returning an error of its own. errors.Is matches it
 // against the sentinel of its code.
 type CallError struct {
-	Code    Code
+	// Code says how the call failed.
+	Code Code
+	// Message says more, for a human.
 	Message string
 }
 
@@ -172,11 +174,15 @@ func (e *CallError) Unwrap() error {
 // TimeoutError reports that no reply arrived within the response timeout.
 // It matches ErrTimeout with errors.Is.
 type TimeoutError struct {
-	Target  actor.GrainID
-	Method  string
+	// Target is the grain that was called.
+	Target actor.GrainID
+	// Method is the method's full name, "service/method".
+	Method string
+	// Timeout is the response timeout that passed.
 	Timeout time.Duration
 }
 
+// Error says which call got no response in how long.
 func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("proxy: %s.%s: no response within %v", e.Target, e.Method, e.Timeout)
 }

@@ -442,11 +442,11 @@ func (s *Silo) closeGateway(ctx context.Context) error {
 
 // Stats are a silo's counters, for tests and metrics.
 type Stats struct {
-	Host    actor.HostStats
-	Gateway rpc.EndpointStats // summed over client connections
-	Clients int               // client connections open
-	Links   rpc.EndpointStats // summed over connections to other silos
-	Flusher persistence.FlusherStats
+	Host    actor.HostStats          // the activations
+	Gateway rpc.EndpointStats        // summed over client connections
+	Clients int                      // client connections open
+	Links   rpc.EndpointStats        // summed over connections to other silos
+	Flusher persistence.FlusherStats // the state writes
 }
 
 // Stats returns the silo's counters.

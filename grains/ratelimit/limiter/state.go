@@ -15,8 +15,7 @@ type State struct {
 	AvailablePermits int64
 	// TotalSuccessfulLeases and TotalFailedLeases are the statistics
 	// counters.
-	TotalSuccessfulLeases int64
-	TotalFailedLeases     int64
+	TotalSuccessfulLeases, TotalFailedLeases int64
 	// LastReplenishment is when the window, segment or bucket was last
 	// replenished (zero for the concurrency limiter). With automatic
 	// replenishment the tick schedule continues from it.
