@@ -1,6 +1,6 @@
 // Package actor is granary's grain programming model: grain identities,
-// lifecycle hooks, the grain Context, and the Host that keeps one
-// activation per grain on a silo.
+// lifecycle hooks, the grain Context, deferred replies, timers, and the
+// budget of a call. A silo (package silo) runs the activations.
 //
 // # Activations and turns
 //

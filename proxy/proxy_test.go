@@ -118,34 +118,6 @@ func testService() *ServiceDesc {
 	}}}
 }
 
-func TestDispatcher(t *testing.T) {
-	svc := testService()
-	require.NoError(t, svc.Validate())
-	payload, err := proto.Marshal(wrapperspb.Int64(21))
-	require.NoError(t, err)
-
-	d := &Dispatcher{Service: svc}
-	reply, err := d.Dispatch(context.Background(), echoGrain{}, unbounded.ID, payload)
-	require.NoError(t, err)
-	assert.EqualValues(t, 42, reply.(*wrapperspb.Int64Value).Value)
-
-	_, err = d.Dispatch(context.Background(), echoGrain{}, 12345, payload)
-	require.ErrorIs(t, err, ErrUnknownMethod)
-	_, err = d.Dispatch(context.Background(), echoGrain{}, unbounded.ID, []byte{0xff})
-	require.ErrorIs(t, err, ErrBadRequest)
-
-	var seen []string
-	d.Filters = []IncomingFilter{func(ctx context.Context, call *IncomingCall, next IncomingInvoker) (proto.Message, error) {
-		seen = append(seen, call.Method.FullName())
-		call.Request = wrapperspb.Int64(1) // filters may replace the request
-		return next(ctx, call)
-	}}
-	reply, err = d.Dispatch(context.Background(), echoGrain{}, unbounded.ID, payload)
-	require.NoError(t, err)
-	assert.EqualValues(t, 2, reply.(*wrapperspb.Int64Value).Value)
-	assert.Equal(t, []string{"s.S/U"}, seen)
-}
-
 func TestServiceDescValidate(t *testing.T) {
 	for name, mutate := range map[string]func(*ServiceDesc){
 		"no name":    func(s *ServiceDesc) { s.Name = "" },

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/optcheck"
 	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/transport"
@@ -70,7 +70,7 @@ func (o *Options) EnsureDefaults() {
 		o.ResponseTimeout = DefaultResponseTimeout
 	}
 	if o.CollectionAge == 0 {
-		o.CollectionAge = actor.DefaultCollectionAge
+		o.CollectionAge = host.DefaultCollectionAge
 	}
 	if o.FlushPeriod == 0 {
 		o.FlushPeriod = DefaultFlushPeriod

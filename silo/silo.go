@@ -13,6 +13,8 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/dispatch"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
@@ -41,11 +43,11 @@ type Silo struct {
 
 	// host is set once, by Start; every local call reads it, so it is
 	// atomic rather than under mu.
-	host atomic.Pointer[actor.Host]
+	host atomic.Pointer[host.Host]
 
 	mu struct {
 		sync.Mutex
-		kinds     []*actor.Kind
+		kinds     []*host.Kind
 		types     []string
 		listener  *transport.Listener
 		endpoints map[*rpc.Endpoint]struct{}
@@ -135,10 +137,10 @@ func (s *Silo) RegisterGrain(desc *proxy.ServiceDesc, factory func(id actor.Grai
 			return g
 		}
 	}
-	s.mu.kinds = append(s.mu.kinds, &actor.Kind{
+	s.mu.kinds = append(s.mu.kinds, &host.Kind{
 		Type:       desc.Name,
 		New:        newGrain,
-		Dispatcher: &proxy.Dispatcher{Service: desc, Filters: s.deps.incoming},
+		Dispatcher: &dispatch.Dispatcher{Service: desc, Filters: s.deps.incoming},
 	})
 	s.mu.types = append(s.mu.types, desc.Name)
 	return nil
@@ -156,14 +158,14 @@ func (s *Silo) Start(ctx context.Context) error {
 	if s.mu.started {
 		return ErrStarted
 	}
-	hostOpts := []actor.HostOption{
-		actor.WithClock(s.deps.clock), actor.WithLogger(s.log), actor.WithStateStore(stateStore{s.flusher}),
-		actor.WithOwner(s), actor.WithRouter(s.router),
+	hostOpts := []host.HostOption{
+		host.WithClock(s.deps.clock), host.WithLogger(s.log), host.WithStateStore(stateStore{s.flusher}),
+		host.WithOwner(s), host.WithRouter(s.router),
 	}
-	if dir, ok := s.deps.locator.(actor.Directory); ok {
-		hostOpts = append(hostOpts, actor.WithDirectory(dir))
+	if dir, ok := s.deps.locator.(host.Directory); ok {
+		hostOpts = append(hostOpts, host.WithDirectory(dir))
 	}
-	host, err := actor.NewHost(actor.HostOptions{
+	host, err := host.NewHost(host.HostOptions{
 		CollectionAge:     s.opts.CollectionAge,
 		CollectionQuantum: s.opts.CollectionQuantum,
 	}, s.mu.kinds, hostOpts...)
@@ -338,7 +340,7 @@ func CallerOf(gc *actor.Context) proxy.Caller {
 
 // Deliver hands a request to the silo's activations. It fails requests with
 // actor.ErrStopping while the silo is not running.
-func (s *Silo) Deliver(req *actor.Request) {
+func (s *Silo) Deliver(req *host.Request) {
 	host := s.host.Load()
 	if host == nil {
 		req.Reply.Reply(req, nil, actor.ErrStopping)
@@ -348,7 +350,7 @@ func (s *Silo) Deliver(req *actor.Request) {
 }
 
 // Host returns the activation host, or nil before Start.
-func (s *Silo) Host() *actor.Host { return s.host.Load() }
+func (s *Silo) Host() *host.Host { return s.host.Load() }
 
 // Stop stops the silo gracefully. It drains: the gateway takes no new
 // connections, requests already queued are served, then every activation
@@ -442,7 +444,7 @@ func (s *Silo) closeGateway(ctx context.Context) error {
 
 // Stats are a silo's counters, for tests and metrics.
 type Stats struct {
-	Host    actor.HostStats          // the activations
+	Host    host.HostStats           // the activations
 	Gateway rpc.EndpointStats        // summed over client connections
 	Clients int                      // client connections open
 	Links   rpc.EndpointStats        // summed over connections to other silos
@@ -491,7 +493,7 @@ func (h *hostedCaller) OutgoingFilters() []proxy.OutgoingFilter { return h.filte
 // stateStore adapts the flusher to the actor host.
 type stateStore struct{ f *persistence.Flusher }
 
-func (s stateStore) OpenState(ctx context.Context, id actor.GrainID, schedule func(func()) bool, snapshot func() ([]byte, error)) (actor.StateRecord, []byte, error) {
+func (s stateStore) OpenState(ctx context.Context, id actor.GrainID, schedule func(func()) bool, snapshot func() ([]byte, error)) (host.StateRecord, []byte, error) {
 	rec, data, err := s.f.Open(ctx, persistence.Key{GrainType: id.Type, GrainKey: id.Key, Name: "state"}, schedule, snapshot)
 	if err != nil {
 		return nil, nil, err

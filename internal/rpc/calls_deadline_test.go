@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -71,11 +71,11 @@ func TestHugeTimeoutWhileSweeping(t *testing.T) {
 // localCall makes a local call with the given response timeout, on a
 // goroutine, and returns the fake clock, the request as the grain received
 // it, and where the call's outcome arrives.
-func localCall(t *testing.T, timeout time.Duration) (*clock.Fake, *actor.Request, chan error) {
+func localCall(t *testing.T, timeout time.Duration) (*clock.Fake, *host.Request, chan error) {
 	t.Helper()
 	fake := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	started := make(chan *actor.Request, 1)
-	in := &goInbound{handler: func(req *actor.Request) { started <- req }}
+	started := make(chan *host.Request, 1)
+	in := &goInbound{handler: func(req *host.Request) { started <- req }}
 	t.Cleanup(in.wg.Wait)
 	l := NewLocalCaller(in, func() time.Duration { return time.Second }, fake, time.Millisecond)
 	t.Cleanup(l.Close)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
@@ -91,10 +92,10 @@ func TestCallTableCloseFailsPendingAndRefusesNew(t *testing.T) {
 // goInbound runs each request on its own goroutine, like an activation.
 type goInbound struct {
 	wg      sync.WaitGroup
-	handler func(req *actor.Request)
+	handler func(req *host.Request)
 }
 
-func (g *goInbound) Deliver(req *actor.Request) {
+func (g *goInbound) Deliver(req *host.Request) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -102,7 +103,7 @@ func (g *goInbound) Deliver(req *actor.Request) {
 	}()
 }
 
-func increment(req *actor.Request) {
+func increment(req *host.Request) {
 	in := &wrapperspb.Int64Value{}
 	if err := proto.Unmarshal(req.Payload, in); err != nil {
 		req.Reply.Reply(req, nil, err)
@@ -113,8 +114,8 @@ func increment(req *actor.Request) {
 
 func TestLocalCaller(t *testing.T) {
 	fake := clock.NewFake(time.Unix(0, 0))
-	started := make(chan *actor.Request, 4)
-	in := &goInbound{handler: func(req *actor.Request) {
+	started := make(chan *host.Request, 4)
+	in := &goInbound{handler: func(req *host.Request) {
 		if req.MethodID == 2 { // hold until cancelled, or forever
 			started <- req
 			return
@@ -193,7 +194,7 @@ func pair(t *testing.T, inbound Inbound) (client *Endpoint, server func() *Endpo
 }
 
 func TestEndpointRoundTripAndErrors(t *testing.T) {
-	in := &goInbound{handler: func(req *actor.Request) {
+	in := &goInbound{handler: func(req *host.Request) {
 		if req.MethodID == 3 {
 			req.Reply.Reply(req, nil, errors.New("grain says no"))
 			return
@@ -227,8 +228,8 @@ func TestClientEndpointServesNoRequests(t *testing.T) {
 }
 
 func TestConnectionLossFailsCallsAndCancelsInboundWork(t *testing.T) {
-	running := make(chan *actor.Request, 1)
-	in := &goInbound{handler: func(req *actor.Request) {
+	running := make(chan *host.Request, 1)
+	in := &goInbound{handler: func(req *host.Request) {
 		running <- req
 		<-req.Ctx.Done()
 		req.Reply.Reply(req, nil, req.Ctx.Err())
@@ -255,8 +256,8 @@ func TestConnectionLossFailsCallsAndCancelsInboundWork(t *testing.T) {
 // Closing the local caller fails its waiting calls and cancels the contexts
 // of the cancellable ones the grains are still running.
 func TestLocalCallerCloseCancelsRunningCalls(t *testing.T) {
-	started := make(chan *actor.Request, 1)
-	in := &goInbound{handler: func(req *actor.Request) { started <- req }}
+	started := make(chan *host.Request, 1)
+	in := &goInbound{handler: func(req *host.Request) { started <- req }}
 	defer in.wg.Wait()
 	l := NewLocalCaller(in, func() time.Duration { return time.Minute }, nil, 0)
 	ctx, cancel := context.WithCancel(context.Background())

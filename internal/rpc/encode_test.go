@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/proxy"
@@ -23,7 +23,7 @@ import (
 func TestUnencodableMessagesFailOnlyTheirCall(t *testing.T) {
 	badReply := &proxy.MethodDesc{Service: "test.S", Name: "BadReply", ID: 9}
 	badWireReply := &proxy.MethodDesc{Service: "test.S", Name: "BadWireReply", ID: 10}
-	in := &goInbound{handler: func(req *actor.Request) {
+	in := &goInbound{handler: func(req *host.Request) {
 		switch req.MethodID {
 		case badReply.ID: // encoded by protobuf, before the send
 			req.Reply.Reply(req, wrapperspb.String("\xff"), nil)
@@ -62,7 +62,7 @@ func TestUnencodableMessagesFailOnlyTheirCall(t *testing.T) {
 // A reply larger than the connection's maximum frame is not sent; the caller
 // gets ErrBadRequest saying so, and the connection keeps serving.
 func TestOversizeReplyIsAnsweredWithAnError(t *testing.T) {
-	in := &goInbound{handler: func(req *actor.Request) {
+	in := &goInbound{handler: func(req *host.Request) {
 		if req.MethodID == 11 {
 			req.Reply.Reply(req, wrapperspb.Bytes(make([]byte, 1024)), nil)
 			return

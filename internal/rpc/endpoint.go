@@ -14,6 +14,7 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/cancel"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
@@ -27,9 +28,9 @@ var ErrNoInbound = fmt.Errorf("%w: this peer hosts no grains", proxy.ErrUnavaila
 // cannot have acted on it, so trying again cannot run it twice.
 var ErrNotSent = errors.New("cluster: request not sent")
 
-// Inbound receives the requests that arrive on an endpoint. actor.Host is one.
+// Inbound receives the requests that arrive on an endpoint. host.Host is one.
 type Inbound interface {
-	Deliver(req *actor.Request)
+	Deliver(req *host.Request)
 }
 
 // EndpointOptions configure an Endpoint.
@@ -62,7 +63,7 @@ type Endpoint struct {
 
 var (
 	_ proxy.Caller      = (*Endpoint)(nil)
-	_ actor.Replier     = (*Endpoint)(nil)
+	_ host.Replier      = (*Endpoint)(nil)
 	_ transport.Handler = (*Endpoint)(nil)
 )
 
@@ -304,7 +305,7 @@ func (e *Endpoint) registry() *cancel.Registry {
 }
 
 func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
-	req := actor.NewRequest()
+	req := host.NewRequest()
 	req.Target = actor.GrainID{Type: env.GrainType, Key: env.GrainKey}
 	req.CallID, req.MethodID = env.CallID, env.MethodID
 	req.Payload, req.Budget, req.Reply = env.Payload, env.Budget, e
@@ -332,9 +333,9 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 	e.inbound.Deliver(req)
 }
 
-// Reply implements actor.Replier: it sends the outcome of a request that
+// Reply implements host.Replier: it sends the outcome of a request that
 // arrived on this endpoint.
-func (e *Endpoint) Reply(req *actor.Request, reply proto.Message, err error) {
+func (e *Endpoint) Reply(req *host.Request, reply proto.Message, err error) {
 	if req.Registered {
 		e.cancels.Done(req.CallID)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/proxy"
 )
@@ -21,7 +22,7 @@ import (
 // call layer's cost without activations, for comparison.
 type inlineInbound struct{}
 
-func (inlineInbound) Deliver(req *actor.Request) {
+func (inlineInbound) Deliver(req *host.Request) {
 	in := &wrapperspb.Int64Value{}
 	if err := proto.Unmarshal(req.Payload, in); err != nil {
 		req.Reply.Reply(req, nil, err)

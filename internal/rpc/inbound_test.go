@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/internal/host"
 )
 
 // recordingInbound records how requests reach it. The first DeliverInline
@@ -23,13 +24,13 @@ type recordingInbound struct {
 	done    chan struct{} // one signal per request delivered inline
 }
 
-func (r *recordingInbound) Deliver(req *actor.Request) {
+func (r *recordingInbound) Deliver(req *host.Request) {
 	r.mu.Lock()
 	r.direct = append(r.direct, req.Target.Key)
 	r.mu.Unlock()
 }
 
-func (r *recordingInbound) DeliverInline(reqs []*actor.Request) func() {
+func (r *recordingInbound) DeliverInline(reqs []*host.Request) func() {
 	keys := make([]string, len(reqs))
 	for i, req := range reqs {
 		keys[i] = req.Target.Key
@@ -55,8 +56,8 @@ func TestRunnerDeliversConsecutiveRequestsForOneGrainTogether(t *testing.T) {
 	r := newInboundRunner(in)
 	r.checkEvery = time.Hour // the held first turn must not count as stalled
 	defer r.close()
-	req := func(key string) *actor.Request {
-		return &actor.Request{Target: actor.GrainID{Type: "t", Key: key}}
+	req := func(key string) *host.Request {
+		return &host.Request{Target: actor.GrainID{Type: "t", Key: key}}
 	}
 	r.deliver(req("first"))
 	<-in.entered // the runner is inside the first turn: the rest queue up
@@ -85,8 +86,8 @@ func TestRunnerCloseDeliversWhatWasQueued(t *testing.T) {
 	in := &recordingInbound{entered: make(chan struct{}), release: make(chan struct{}), done: make(chan struct{}, 16)}
 	r := newInboundRunner(in)
 	r.checkEvery = time.Hour // the held turn must not count as stalled
-	req := func(key string) *actor.Request {
-		return &actor.Request{Target: actor.GrainID{Type: "t", Key: key}}
+	req := func(key string) *host.Request {
+		return &host.Request{Target: actor.GrainID{Type: "t", Key: key}}
 	}
 	r.deliver(req("first"))
 	<-in.entered

@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/cancel"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/turn"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
@@ -27,8 +27,8 @@ type LocalCaller struct {
 }
 
 var (
-	_ proxy.Caller  = (*LocalCaller)(nil)
-	_ actor.Replier = (*LocalCaller)(nil)
+	_ proxy.Caller = (*LocalCaller)(nil)
+	_ host.Replier = (*LocalCaller)(nil)
 )
 
 // NewLocalCaller returns a caller that delivers to inbound. timeout supplies
@@ -65,7 +65,7 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 		putPending(p)
 		return err
 	}
-	req := actor.NewRequest()
+	req := host.NewRequest()
 	req.Target, req.CallID, req.MethodID = call.Target, id, call.Method.ID
 	req.Payload, req.Budget, req.Reply = payload, call.Budget, l
 	req.Hint, req.Timeout, req.FromSilo = call.PlacementHint, call.Timeout, true
@@ -107,11 +107,11 @@ func willWait(ctx context.Context) {
 	}
 }
 
-// Reply implements actor.Replier. The reply is encoded inside the grain's
+// Reply implements host.Replier. The reply is encoded inside the grain's
 // turn, so the caller never shares a message with the grain, and an error
 // goes through what a reply over a connection carries, so the caller gets
 // the same error whether the grain is local or remote.
-func (l *LocalCaller) Reply(req *actor.Request, reply proto.Message, err error) {
+func (l *LocalCaller) Reply(req *host.Request, reply proto.Message, err error) {
 	if req.Registered {
 		l.cancels.Done(req.CallID)
 	}
@@ -128,7 +128,7 @@ func (l *LocalCaller) Reply(req *actor.Request, reply proto.Message, err error) 
 
 // ReplyRaw implements originReplier, for calls of this caller that a
 // silo link relayed.
-func (l *LocalCaller) ReplyRaw(req *actor.Request, reply *wire.Envelope) {
+func (l *LocalCaller) ReplyRaw(req *host.Request, reply *wire.Envelope) {
 	if req.Registered {
 		l.cancels.Done(req.CallID)
 	}
@@ -144,7 +144,7 @@ func (l *LocalCaller) ReplyRaw(req *actor.Request, reply *wire.Envelope) {
 
 // watch implements originReplier: a relayed call of a caller that can
 // cancel ends when it does.
-func (l *LocalCaller) watch(req *actor.Request, fn func()) (stop func() bool) {
+func (l *LocalCaller) watch(req *host.Request, fn func()) (stop func() bool) {
 	if req.Ctx == nil {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -18,7 +19,7 @@ import (
 // grain-to-grain calls the same meaning, and the same error.
 func TestReviewLocalCallerMapsStoppingToUnavailable(t *testing.T) {
 	for _, cause := range []error{actor.ErrStopping, actor.ErrDeactivated} {
-		in := &goInbound{handler: func(req *actor.Request) { req.Reply.Reply(req, nil, cause) }}
+		in := &goInbound{handler: func(req *host.Request) { req.Reply.Reply(req, nil, cause) }}
 		l := NewLocalCaller(in, func() time.Duration { return time.Second }, nil, 0)
 		err := l.Call(context.Background(), testCall(time.Second, false), wrapperspb.Int64(1), &wrapperspb.Int64Value{})
 		in.wg.Wait()

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -30,12 +31,12 @@ type Links interface {
 
 // Activator is the part of the activation host a router uses.
 type Activator interface {
-	Activate(req *actor.Request)
+	Activate(req *host.Request)
 }
 
 // Router sends each request for a grain that has no activation here where
 // the grain lives: to this silo's host when the locator says it belongs
-// here, over a link to another silo otherwise. It implements actor.Router.
+// here, over a link to another silo otherwise. It implements host.Router.
 type Router struct {
 	// Self is this silo's name.
 	Self string
@@ -49,14 +50,14 @@ type Router struct {
 	host Activator
 }
 
-var _ actor.Router = (*Router)(nil)
+var _ host.Router = (*Router)(nil)
 
 // SetHost sets the host that activates grains living here. The host is
 // built with the router, so it is given afterwards, before any request.
 func (r *Router) SetHost(h Activator) { r.host = h }
 
-// Route implements actor.Router.
-func (r *Router) Route(req *actor.Request) {
+// Route implements host.Router.
+func (r *Router) Route(req *host.Request) {
 	if r.Locator == nil {
 		r.host.Activate(req)
 		return
@@ -73,9 +74,9 @@ func (r *Router) Route(req *actor.Request) {
 	}
 }
 
-// Forward implements actor.Router: it relays req to silo, unless that
+// Forward implements host.Router: it relays req to silo, unless that
 // would take it past the forwarding limit.
-func (r *Router) Forward(req *actor.Request, silo string) {
+func (r *Router) Forward(req *host.Request, silo string) {
 	limit := r.MaxHops
 	if limit == 0 {
 		limit = DefaultMaxHops
@@ -114,7 +115,7 @@ type StaticLocator struct {
 	}
 }
 
-var _ actor.Directory = (*StaticLocator)(nil)
+var _ host.Directory = (*StaticLocator)(nil)
 
 // NewStaticLocator returns an empty table for the silo named self.
 func NewStaticLocator(self string) *StaticLocator {
@@ -147,7 +148,7 @@ func (l *StaticLocator) Locate(id actor.GrainID, _ string) (string, error) {
 	return l.mu.fallback, nil
 }
 
-// Register implements actor.Directory: an activation here wins unless the
+// Register implements host.Directory: an activation here wins unless the
 // table puts the grain on another silo.
 func (l *StaticLocator) Register(id actor.GrainID, done func(string, error)) {
 	silo, _ := l.Locate(id, "")
@@ -157,5 +158,5 @@ func (l *StaticLocator) Register(id actor.GrainID, done func(string, error)) {
 	done(silo, nil)
 }
 
-// Unregister implements actor.Directory.
+// Unregister implements host.Directory.
 func (l *StaticLocator) Unregister(actor.GrainID) {}

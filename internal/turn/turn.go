@@ -1,6 +1,7 @@
-// Package turn lets the call path ask a grain method's context about the
-// turn it runs in, without a public API: how much of the call's budget is
-// left, and a way to say that the turn is about to wait for another call.
+// Package turn lets package actor and the call path ask a grain method's
+// context about the turn it runs in: the call's budget and deadline, how
+// much of the budget is left, and a way to say that the turn is about to
+// wait for another call.
 package turn
 
 import (
@@ -14,6 +15,13 @@ type Key struct{}
 
 // Info is what a grain method's context tells about its turn.
 type Info interface {
+	// CallBudget returns the call's budget; ok is false for a call
+	// without one.
+	CallBudget() (budget time.Duration, ok bool)
+	// BudgetDeadline returns when the budget runs out, fixing it on first
+	// use. (Not Deadline: the context's own Deadline stays what its
+	// parent says, since nothing cancels it when the budget runs out.)
+	BudgetDeadline() (deadline time.Time, ok bool)
 	// TimeLeft returns how much of the call's budget is left, by the
 	// host's clock; ok is false for a call without a budget.
 	TimeLeft() (left time.Duration, ok bool)

@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/granary-go/granary/actor"
 )
 
 // scriptedDirectory answers registrations as a test says: at once with
@@ -17,12 +19,12 @@ type scriptedDirectory struct {
 	winner       string
 	hold         bool
 	held         []func(string, error)
-	registered   []GrainID
-	unregistered []GrainID
+	registered   []actor.GrainID
+	unregistered []actor.GrainID
 	log          *[]string // shared with a store, to order unregistering after flushing
 }
 
-func (d *scriptedDirectory) Register(id GrainID, done func(string, error)) {
+func (d *scriptedDirectory) Register(id actor.GrainID, done func(string, error)) {
 	d.mu.Lock()
 	d.registered = append(d.registered, id)
 	if d.hold {
@@ -35,7 +37,7 @@ func (d *scriptedDirectory) Register(id GrainID, done func(string, error)) {
 	done(winner, nil)
 }
 
-func (d *scriptedDirectory) Unregister(id GrainID) {
+func (d *scriptedDirectory) Unregister(id actor.GrainID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.unregistered = append(d.unregistered, id)
@@ -58,7 +60,7 @@ func (d *scriptedDirectory) answer(winner string, err error) {
 // requests as the winning silo would.
 type recordingRouter struct {
 	mu        sync.Mutex
-	routed    []GrainID
+	routed    []actor.GrainID
 	forwarded []string
 }
 
@@ -86,8 +88,8 @@ func TestHostWithARouterDoesNotActivateWhatReachesIt(t *testing.T) {
 	v, err := f.call("a", mAdd, 1)
 	require.NoError(t, err)
 	assert.EqualValues(t, -100, v, "the router answered")
-	assert.Equal(t, []GrainID{{testType, "a"}}, router.routed)
-	assert.False(t, f.host.IsActive(GrainID{testType, "a"}))
+	assert.Equal(t, []actor.GrainID{{Type: testType, Key: "a"}}, router.routed)
+	assert.False(t, f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}))
 	assert.Zero(t, f.activated.Load())
 }
 
@@ -97,7 +99,7 @@ func TestDuplicateActivationForwardsToTheWinner(t *testing.T) {
 	dir := &scriptedDirectory{hold: true}
 	router := &recordingRouter{}
 	f := newFixture(t, HostOptions{}, WithDirectory(dir), WithRouter(router))
-	id := GrainID{testType, "dup"}
+	id := actor.GrainID{Type: testType, Key: "dup"}
 	replies := make([]chanReplier, 3)
 	for i := range replies {
 		replies[i] = make(chanReplier, 1)
@@ -147,9 +149,9 @@ func TestRegistrationErrorFailsTheWaitingRequests(t *testing.T) {
 	require.Eventually(t, func() bool { dir.mu.Lock(); defer dir.mu.Unlock(); return len(dir.held) == 1 }, testWait, testPoll)
 	dir.answer("", assert.AnError)
 	r := <-rc
-	require.ErrorIs(t, r.err, ErrUnavailable)
+	require.ErrorIs(t, r.err, actor.ErrUnavailable)
 	assert.ErrorIs(t, r.err, assert.AnError)
-	require.Eventually(t, func() bool { return !f.host.IsActive(GrainID{testType, "e"}) }, testWait, testPoll)
+	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "e"}) }, testWait, testPoll)
 
 	dir.mu.Lock()
 	dir.hold = false
@@ -174,5 +176,5 @@ func TestDeactivationUnregistersAfterTheFinalFlush(t *testing.T) {
 	dir.mu.Lock()
 	defer dir.mu.Unlock()
 	assert.Equal(t, []string{"write", "unregister"}, order)
-	assert.Equal(t, []GrainID{{testType, "d"}}, dir.registered)
+	assert.Equal(t, []actor.GrainID{{Type: testType, Key: "d"}}, dir.registered)
 }

@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 )
 
@@ -27,7 +28,7 @@ type halfBuiltGrain struct {
 	state    *int64 // set by a successful OnActivate
 }
 
-func (g *halfBuiltGrain) OnActivate(_ context.Context, gc *Context) error {
+func (g *halfBuiltGrain) OnActivate(_ context.Context, gc *actor.Context) error {
 	gc.MarkDirty()
 	if g.failOnce.CompareAndSwap(true, false) {
 		return errors.New("dependency unavailable")
@@ -55,15 +56,15 @@ func (halfBuiltDispatcher) Dispatch(context.Context, any, uint32, []byte) (proto
 func TestActivationFailureWithPanickingSaveStateDoesNotWedgeGrain(t *testing.T) {
 	var failOnce atomic.Bool
 	failOnce.Store(true)
-	kind := &Kind{Type: halfBuiltType, Dispatcher: halfBuiltDispatcher{}, New: func(GrainID) any {
+	kind := &Kind{Type: halfBuiltType, Dispatcher: halfBuiltDispatcher{}, New: func(actor.GrainID) any {
 		return &halfBuiltGrain{failOnce: &failOnce}
 	}}
-	store := &memStore{data: map[GrainID][]byte{}}
+	store := &memStore{data: map[actor.GrainID][]byte{}}
 	h, err := NewHost(HostOptions{}, []*Kind{kind}, WithClock(clock.NewFake(time.Unix(1, 0))), WithStateStore(store),
 		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
-	id := GrainID{halfBuiltType, "a"}
+	id := actor.GrainID{Type: halfBuiltType, Key: "a"}
 	defer func() {
 		// Unwedge a failed activation left behind, so that the host can stop
 		// and leaks no goroutine whatever the outcome.
@@ -89,7 +90,7 @@ func TestActivationFailureWithPanickingSaveStateDoesNotWedgeGrain(t *testing.T) 
 			return nil
 		}
 	}
-	require.ErrorIs(t, call(), ErrActivation, "the first activation fails")
+	require.ErrorIs(t, call(), actor.ErrActivation, "the first activation fails")
 
 	assert.NoError(t, call(), "the next call must activate the grain again")
 	assert.EqualValues(t, 1, h.Stats().ActivationFailures, "one activation failed")

@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/persistence"
 )
@@ -21,7 +22,7 @@ import (
 // does.
 type flusherStore struct{ f *persistence.Flusher }
 
-func (s flusherStore) OpenState(ctx context.Context, id GrainID, schedule func(func()) bool, snapshot func() ([]byte, error)) (StateRecord, []byte, error) {
+func (s flusherStore) OpenState(ctx context.Context, id actor.GrainID, schedule func(func()) bool, snapshot func() ([]byte, error)) (StateRecord, []byte, error) {
 	rec, data, err := s.f.Open(ctx, persistence.Key{GrainType: id.Type, GrainKey: id.Key, Name: "state"}, schedule, snapshot)
 	if err != nil {
 		return nil, nil, err
@@ -60,12 +61,12 @@ func TestBackgroundConflictDeactivatesStaleActivation(t *testing.T) {
 	mem := persistence.NewMemoryStore()
 	var activated, deactivated, invoked atomic.Int64
 	var failOnce atomic.Bool
-	kind := &Kind{Type: testType, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
+	kind := &Kind{Type: testType, Dispatcher: testDispatcher{}, New: func(id actor.GrainID) any {
 		return &testGrain{id: id, activated: &activated, deactivated: &deactivated, invoked: &invoked, failOnce: &failOnce, clock: clk}
 	}}
 	h, fl := startFlusherHost(t, clk, mem, kind)
 
-	id := GrainID{testType, "a"}
+	id := actor.GrainID{Type: testType, Key: "a"}
 	key := persistence.Key{GrainType: testType, GrainKey: "a", Name: "state"}
 	add := func(v int64) int64 {
 		payload, err := proto.Marshal(wrapperspb.Int64(v))

@@ -1,11 +1,13 @@
-package actor
+package host
+
+import "github.com/granary-go/granary/actor"
 
 // catalog maps grain ids to their activations; the host's lock guards it.
 //
 // It is keyed by the grain's key alone. Activations of other grain types
 // under the same key, which are rare, are chained behind the first one.
 // A request for one of many idle grains pays the lookup in full. Hashing a
-// GrainID hashed its type too, a protobuf service name of some thirty
+// actor.GrainID hashed its type too, a protobuf service name of some thirty
 // bytes, and then compared it; that was half of what such a request cost
 // over one for a hot grain (BenchmarkTurnPartitioned). The type is now
 // compared once, and a decoded request's type is usually the very string
@@ -18,7 +20,7 @@ type catalog struct {
 func (c *catalog) init() { c.byKey = make(map[string]*activation) }
 
 // get returns id's activation, or nil.
-func (c *catalog) get(id GrainID) *activation {
+func (c *catalog) get(id actor.GrainID) *activation {
 	for a := c.byKey[id.Key]; a != nil; a = a.sameKey {
 		if a.id.Type == id.Type {
 			return a

@@ -1,4 +1,4 @@
-package actor_test
+package host_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/internal/dispatch"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
 )
@@ -26,7 +28,7 @@ type encodingReplier struct {
 	of  int
 }
 
-func (r *encodingReplier) Reply(_ *actor.Request, reply proto.Message, err error) {
+func (r *encodingReplier) Reply(_ *host.Request, reply proto.Message, err error) {
 	r.mu.Lock()
 	if err == nil {
 		r.buf, _ = proxy.AppendMessage(r.buf[:0], reply)
@@ -51,12 +53,12 @@ func BenchmarkTurn(b *testing.B) { benchTurns(b, 1) }
 func BenchmarkTurnPartitioned(b *testing.B) { benchTurns(b, 16) }
 
 func benchTurns(b *testing.B, keys int) {
-	kind := &actor.Kind{
+	kind := &host.Kind{
 		Type:       testgrain.CounterGrainType,
 		New:        func(id actor.GrainID) any { return testgrain.New(nil)(id) },
-		Dispatcher: &proxy.Dispatcher{Service: testgrain.CounterService},
+		Dispatcher: &dispatch.Dispatcher{Service: testgrain.CounterService},
 	}
-	h, err := actor.NewHost(actor.HostOptions{}, []*actor.Kind{kind}, actor.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	h, err := host.NewHost(host.HostOptions{}, []*host.Kind{kind}, host.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,14 +76,14 @@ func benchTurns(b *testing.B, keys int) {
 		ids[k] = actor.GrainID{Type: testgrain.CounterGrainType, Key: fmt.Sprint("key-", k)}
 	}
 	const batch = 16
-	reqs := make([]*actor.Request, batch)
+	reqs := make([]*host.Request, batch)
 	r := &encodingReplier{all: make(chan struct{}, 1)}
 	round := func() {
 		r.mu.Lock()
 		r.n, r.of = 0, batch
 		r.mu.Unlock()
 		for i := range reqs {
-			req := actor.NewRequest()
+			req := host.NewRequest()
 			req.Target, req.CallID, req.MethodID = ids[i%keys], uint64(i), testgrain.Counter_Add_Method.ID
 			req.Payload, req.Budget, req.Reply = payload, 24*time.Second, r
 			reqs[i] = req

@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 )
 
@@ -40,8 +41,8 @@ const (
 )
 
 type testGrain struct {
-	id          GrainID
-	gc          *Context
+	id          actor.GrainID
+	gc          *actor.Context
 	n           int64
 	activated   *atomic.Int64
 	deactivated *atomic.Int64
@@ -53,7 +54,7 @@ type testGrain struct {
 	kept        chan context.Context
 }
 
-func (g *testGrain) OnActivate(ctx context.Context, gc *Context) error {
+func (g *testGrain) OnActivate(ctx context.Context, gc *actor.Context) error {
 	if g.failOnce != nil && g.failOnce.CompareAndSwap(true, false) {
 		return errors.New("boom")
 	}
@@ -62,7 +63,7 @@ func (g *testGrain) OnActivate(ctx context.Context, gc *Context) error {
 	return nil
 }
 
-func (g *testGrain) OnDeactivate(ctx context.Context, gc *Context) error {
+func (g *testGrain) OnDeactivate(ctx context.Context, gc *actor.Context) error {
 	g.deactivated.Add(1)
 	return nil
 }
@@ -116,7 +117,7 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 		g.gc.AfterFunc(time.Duration(in.Value)*time.Millisecond, func() { d.Reply(wrapperspb.Int64(42), nil) })
 		return nil, nil
 	case mBudget:
-		b, ok := Budget(ctx)
+		b, ok := actor.Budget(ctx)
 		if !ok {
 			return wrapperspb.Int64(-1), nil
 		}
@@ -126,12 +127,12 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 		return wrapperspb.Int64(g.n), nil
 	case mDeadline:
 		g.clock.Advance(time.Duration(in.Value) * time.Second)
-		d1, ok := Deadline(ctx)
+		d1, ok := actor.Deadline(ctx)
 		if !ok {
 			return wrapperspb.Int64(-1), nil
 		}
 		g.clock.Advance(7 * time.Second)
-		if d2, _ := Deadline(ctx); !d2.Equal(d1) {
+		if d2, _ := actor.Deadline(ctx); !d2.Equal(d1) {
 			return nil, fmt.Errorf("deadline moved from %v to %v", d1, d2)
 		}
 		return wrapperspb.Int64(d1.UnixNano()), nil
@@ -142,7 +143,7 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 		}
 		g.clock.Advance(3 * time.Second)
 		dd, ok := d.Deadline()
-		if cd, _ := Deadline(ctx); ok && !cd.Equal(dd) {
+		if cd, _ := actor.Deadline(ctx); ok && !cd.Equal(dd) {
 			d.Reply(nil, fmt.Errorf("Deadline %v differs from the Deferred's %v", cd, dd))
 		} else {
 			d.Reply(wrapperspb.Int64(dd.UnixNano()), nil)
@@ -159,7 +160,7 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 		d.OnCancel(func() { d.Reply(wrapperspb.Int64(-2), nil) })
 		return nil, nil
 	}
-	return nil, ErrUnknownMethod
+	return nil, actor.ErrUnknownMethod
 }
 
 type result struct {
@@ -175,19 +176,19 @@ func (c chanReplier) Reply(_ *Request, reply proto.Message, err error) { c <- re
 // has the real one.
 type memStore struct {
 	mu      sync.Mutex
-	data    map[GrainID][]byte
+	data    map[actor.GrainID][]byte
 	writes  int
 	onWrite func() // called under mu after each write, when set
 }
 
 type memRecord struct {
 	s        *memStore
-	id       GrainID
+	id       actor.GrainID
 	snapshot func() ([]byte, error)
 	dirty    atomic.Bool
 }
 
-func (s *memStore) OpenState(_ context.Context, id GrainID, _ func(func()) bool, snapshot func() ([]byte, error)) (StateRecord, []byte, error) {
+func (s *memStore) OpenState(_ context.Context, id actor.GrainID, _ func(func()) bool, snapshot func() ([]byte, error)) (StateRecord, []byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return &memRecord{s: s, id: id, snapshot: snapshot}, s.data[id], nil
@@ -239,7 +240,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts HostOptions, extra ...HostOption) *fixture {
 	t.Helper()
-	f := &fixture{t: t, clock: clock.NewFake(time.Unix(1_000_000, 0)), store: &memStore{data: map[GrainID][]byte{}},
+	f := &fixture{t: t, clock: clock.NewFake(time.Unix(1_000_000, 0)), store: &memStore{data: map[actor.GrainID][]byte{}},
 		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64), extra: extra}
 	f.host = f.startHost(opts, testType)
 	return f
@@ -251,7 +252,7 @@ func (f *fixture) startHost(opts HostOptions, types ...string) *Host {
 	f.t.Helper()
 	kinds := make([]*Kind, len(types))
 	for i, typ := range types {
-		kinds[i] = &Kind{Type: typ, Dispatcher: testDispatcher{}, New: func(id GrainID) any {
+		kinds[i] = &Kind{Type: typ, Dispatcher: testDispatcher{}, New: func(id actor.GrainID) any {
 			return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
 				release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
 		}}
@@ -272,7 +273,7 @@ func (f *fixture) send(ctx context.Context, key string, method uint32, v int64, 
 	payload, err := proto.Marshal(wrapperspb.Int64(v))
 	require.NoError(f.t, err)
 	rc := make(chanReplier, 1)
-	req := &Request{Target: GrainID{testType, key}, MethodID: method, Payload: payload, Budget: budget, Reply: rc}
+	req := &Request{Target: actor.GrainID{Type: testType, Key: key}, MethodID: method, Payload: payload, Budget: budget, Reply: rc}
 	if ctx.Done() != nil {
 		req.Ctx = ctx
 	}
@@ -310,7 +311,7 @@ func TestActivatesOnFirstCallAndKeepsState(t *testing.T) {
 		assert.EqualValues(t, 2*i, v)
 	}
 	assert.EqualValues(t, 1, f.activated.Load())
-	assert.True(t, f.host.IsActive(GrainID{testType, "a"}))
+	assert.True(t, f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}))
 	v, err := f.call("b", mGet, 0)
 	require.NoError(t, err)
 	assert.Zero(t, v, "another key is another grain")
@@ -323,10 +324,10 @@ func TestIdleDeactivationFlushesAndReactivationRestores(t *testing.T) {
 	require.NoError(t, err)
 
 	f.clock.Advance(9 * time.Minute)
-	assert.True(t, f.host.IsActive(GrainID{testType, "a"}), "not idle long enough")
+	assert.True(t, f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}), "not idle long enough")
 
 	f.clock.Advance(2 * time.Minute)
-	require.Eventually(t, func() bool { return !f.host.IsActive(GrainID{testType, "a"}) }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}) }, 5*time.Second, time.Millisecond)
 	assert.EqualValues(t, 1, f.deactivated.Load())
 	assert.Equal(t, 1, f.store.writeCount(), "deactivation flushed the dirty state")
 
@@ -341,9 +342,9 @@ func TestDefaultCollectionAgeIsFifteenMinutes(t *testing.T) {
 	_, err := f.call("a", mAdd, 1)
 	require.NoError(t, err)
 	f.clock.Advance(14 * time.Minute)
-	assert.True(t, f.host.IsActive(GrainID{testType, "a"}))
+	assert.True(t, f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}))
 	f.clock.Advance(2 * time.Minute)
-	require.Eventually(t, func() bool { return !f.host.IsActive(GrainID{testType, "a"}) }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}) }, 5*time.Second, time.Millisecond)
 }
 
 func TestActivityKeepsGrainAlive(t *testing.T) {
@@ -353,7 +354,7 @@ func TestActivityKeepsGrainAlive(t *testing.T) {
 		require.NoError(t, err)
 		f.clock.Advance(time.Minute)
 	}
-	assert.True(t, f.host.IsActive(GrainID{testType, "a"}))
+	assert.True(t, f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}))
 	assert.EqualValues(t, 0, f.deactivated.Load())
 }
 
@@ -363,15 +364,15 @@ func TestExplicitDeactivation(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.call("a", mLeave, 0)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return !f.host.IsActive(GrainID{testType, "a"}) }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}) }, 5*time.Second, time.Millisecond)
 	v, err := f.call("a", mGet, 0)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, v)
 	assert.EqualValues(t, 2, f.activated.Load())
 
-	require.True(t, f.host.Deactivate(GrainID{testType, "a"}))
-	require.Eventually(t, func() bool { return !f.host.IsActive(GrainID{testType, "a"}) }, 5*time.Second, time.Millisecond)
-	assert.False(t, f.host.Deactivate(GrainID{testType, "a"}))
+	require.True(t, f.host.Deactivate(actor.GrainID{Type: testType, Key: "a"}))
+	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}) }, 5*time.Second, time.Millisecond)
+	assert.False(t, f.host.Deactivate(actor.GrainID{Type: testType, Key: "a"}))
 }
 
 func TestPanicAnswersErrorAndReactivates(t *testing.T) {
@@ -379,7 +380,7 @@ func TestPanicAnswersErrorAndReactivates(t *testing.T) {
 	_, err := f.call("a", mAdd, 5)
 	require.NoError(t, err)
 	_, err = f.call("a", mPanic, 0)
-	require.ErrorIs(t, err, ErrPanic)
+	require.ErrorIs(t, err, actor.ErrPanic)
 	assert.Contains(t, err.Error(), "grain bug")
 	require.Eventually(t, func() bool { return f.deactivated.Load() == 1 }, 5*time.Second, time.Millisecond)
 
@@ -397,7 +398,7 @@ func TestActivationFailureFailsCallAndNextCallRetries(t *testing.T) {
 	f := newFixture(t, HostOptions{})
 	f.failOnce.Store(true)
 	_, err := f.call("a", mAdd, 1)
-	require.ErrorIs(t, err, ErrActivation)
+	require.ErrorIs(t, err, actor.ErrActivation)
 	v, err := f.call("a", mAdd, 1)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, v)
@@ -407,16 +408,16 @@ func TestActivationFailureFailsCallAndNextCallRetries(t *testing.T) {
 func TestUnknownGrainType(t *testing.T) {
 	f := newFixture(t, HostOptions{})
 	rc := make(chanReplier, 1)
-	f.host.Deliver(&Request{Target: GrainID{"nope", "a"}, Reply: rc})
+	f.host.Deliver(&Request{Target: actor.GrainID{Type: "nope", Key: "a"}, Reply: rc})
 	r := <-rc
-	require.ErrorIs(t, r.err, ErrUnknownGrainType)
+	require.ErrorIs(t, r.err, actor.ErrUnknownGrainType)
 	assert.Zero(t, f.host.Stats().Active)
 }
 
 func TestUnknownMethod(t *testing.T) {
 	f := newFixture(t, HostOptions{})
 	_, err := f.call("a", 999, 0)
-	require.ErrorIs(t, err, ErrUnknownMethod)
+	require.ErrorIs(t, err, actor.ErrUnknownMethod)
 }
 
 func TestRunningMethodSeesCancellation(t *testing.T) {
@@ -527,10 +528,10 @@ func TestDeactivationFailsPendingDeferredReplies(t *testing.T) {
 	f := newFixture(t, HostOptions{})
 	rc := f.send(context.Background(), "a", mDefer, 60_000, 0)
 	require.Eventually(t, func() bool { return f.host.Stats().Deferred == 1 }, 5*time.Second, time.Millisecond)
-	require.True(t, f.host.Deactivate(GrainID{testType, "a"}))
+	require.True(t, f.host.Deactivate(actor.GrainID{Type: testType, Key: "a"}))
 	r := <-rc
-	require.ErrorIs(t, r.err, ErrDeactivated)
-	require.Eventually(t, func() bool { return !f.host.IsActive(GrainID{testType, "a"}) }, 5*time.Second, time.Millisecond)
+	require.ErrorIs(t, r.err, actor.ErrDeactivated)
+	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}) }, 5*time.Second, time.Millisecond)
 	f.clock.Advance(time.Minute) // the timer died with the activation
 }
 
@@ -552,10 +553,10 @@ func TestPeriodicTimer(t *testing.T) {
 	_, err := f.call("a", mGet, 0)
 	require.NoError(t, err)
 	var ticks atomic.Int64
-	done := make(chan *Timer, 1)
+	done := make(chan *actor.Timer, 1)
 	// Register from inside a turn, as grains do.
 	f.host.mu.RLock()
-	a := f.host.mu.acts.get(GrainID{testType, "a"})
+	a := f.host.mu.acts.get(actor.GrainID{Type: testType, Key: "a"})
 	f.host.mu.RUnlock()
 	a.post(turnFunc(func() {
 		done <- a.gc.RegisterTimer(time.Second, time.Second, func() { ticks.Add(1) })
@@ -585,7 +586,7 @@ func TestStopDeactivatesEverythingAndRefusesNewCalls(t *testing.T) {
 	assert.EqualValues(t, 10, f.deactivated.Load())
 	assert.Equal(t, 10, f.store.writeCount(), "every dirty grain flushed on the way out")
 	_, err := f.call("x", mGet, 0)
-	require.ErrorIs(t, err, ErrStopping)
+	require.ErrorIs(t, err, actor.ErrStopping)
 	require.NoError(t, f.host.Stop(context.Background()), "stop is idempotent")
 }
 
@@ -594,11 +595,11 @@ func TestDeferOutsideTurn(t *testing.T) {
 	_, err := f.call("a", mGet, 0)
 	require.NoError(t, err)
 	f.host.mu.RLock()
-	a := f.host.mu.acts.get(GrainID{testType, "a"})
+	a := f.host.mu.acts.get(actor.GrainID{Type: testType, Key: "a"})
 	f.host.mu.RUnlock()
 	errc := make(chan error, 1)
 	a.post(turnFunc(func() { _, err := a.gc.Defer(); errc <- err }))
-	require.ErrorIs(t, <-errc, ErrNotInTurn)
+	require.ErrorIs(t, <-errc, actor.ErrNotInTurn)
 }
 
 func TestHostOptionsValidate(t *testing.T) {

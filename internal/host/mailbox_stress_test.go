@@ -1,4 +1,4 @@
-package actor
+package host
 
 // Stress tests of activations' mailboxes and of the host around them,
 // written to break them: concurrent posters, escalated panics and
@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 )
 
@@ -126,7 +127,7 @@ func (f *fixture) req(key string, method uint32, v int64) (*Request, *countRepli
 	payload, err := proto.Marshal(wrapperspb.Int64(v))
 	require.NoError(f.t, err)
 	rc := newCountReplier()
-	return &Request{Target: GrainID{testType, key}, MethodID: method, Payload: payload, Reply: rc}, rc
+	return &Request{Target: actor.GrainID{Type: testType, Key: key}, MethodID: method, Payload: payload, Reply: rc}, rc
 }
 
 // awaitAll waits for every replier, failing on those never answered.
@@ -418,7 +419,7 @@ func waitIdle(t *testing.T, a *activation) {
 func (f *fixture) activation(key string) *activation {
 	f.host.mu.RLock()
 	defer f.host.mu.RUnlock()
-	return f.host.mu.acts.get(GrainID{testType, key})
+	return f.host.mu.acts.get(actor.GrainID{Type: testType, Key: key})
 }
 
 // A panic escaping a turn (here: the Replier's) restarts the actor; the
@@ -503,7 +504,7 @@ func TestStressDeactivationRaceNoLossNoDuplicate(t *testing.T) {
 				return
 			default:
 			}
-			f.host.Deactivate(GrainID{testType, keys[i%len(keys)]})
+			f.host.Deactivate(actor.GrainID{Type: testType, Key: keys[i%len(keys)]})
 			f.clock.Advance(time.Second)
 			runtime.Gosched() // let requests through between deactivations
 		}
@@ -648,9 +649,9 @@ func TestStressStopWithQueuedRequestsAndTimers(t *testing.T) {
 	for _, rc := range rcs {
 		assert.EqualValues(t, 1, rc.n.Load())
 		if rc.err != nil && late[rc] {
-			assert.ErrorIs(t, rc.err, ErrStopping)
+			assert.ErrorIs(t, rc.err, actor.ErrStopping)
 		} else if rc.err != nil {
-			assert.ErrorIs(t, rc.err, ErrDeactivated, "only deferred replies fail")
+			assert.ErrorIs(t, rc.err, actor.ErrDeactivated, "only deferred replies fail")
 		}
 	}
 	assert.Zero(t, f.host.Stats().Active)
@@ -658,7 +659,7 @@ func TestStressStopWithQueuedRequestsAndTimers(t *testing.T) {
 	r, rc := f.req("a", mAdd, 1)
 	assert.Nil(t, f.host.DeliverInline([]*Request{r}))
 	<-rc.done
-	assert.ErrorIs(t, rc.err, ErrStopping)
+	assert.ErrorIs(t, rc.err, actor.ErrStopping)
 }
 
 // ---------------------------------------------------------------------------
@@ -700,7 +701,7 @@ func (ordDispatcher) Dispatch(_ context.Context, grain any, _ uint32, payload []
 func TestStressInlineRunOnOtherGoroutineKeepsOrder(t *testing.T) {
 	var inFlight atomic.Int32
 	var total atomic.Int64
-	kind := &Kind{Type: ordType, Dispatcher: ordDispatcher{}, New: func(GrainID) any {
+	kind := &Kind{Type: ordType, Dispatcher: ordDispatcher{}, New: func(actor.GrainID) any {
 		return &ordGrain{t: t, inFlight: &inFlight, last: map[int64]int64{}, n: &total}
 	}}
 	h, err := NewHost(HostOptions{}, []*Kind{kind}, WithClock(clock.NewFake(time.Unix(1, 0))),
@@ -719,7 +720,7 @@ func TestStressInlineRunOnOtherGoroutineKeepsOrder(t *testing.T) {
 		mu.Lock()
 		rcs = append(rcs, rc)
 		mu.Unlock()
-		return &Request{Target: GrainID{ordType, "x"}, MethodID: 1, Payload: payload, Reply: rc}, rc
+		return &Request{Target: actor.GrainID{Type: ordType, Key: "x"}, MethodID: 1, Payload: payload, Reply: rc}, rc
 	}
 	r0, rc0 := mk(99, 0)
 	h.Deliver(r0)

@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/actor"
 )
 
 // Activations of different grain types under one key share the catalog's
@@ -14,7 +16,7 @@ import (
 func TestCatalogKeepsTypesApartUnderOneKey(t *testing.T) {
 	var c catalog
 	c.init()
-	mk := func(typ, key string) *activation { return &activation{id: GrainID{Type: typ, Key: key}} }
+	mk := func(typ, key string) *activation { return &activation{id: actor.GrainID{Type: typ, Key: key}} }
 	a, b, d := mk("A", "k"), mk("B", "k"), mk("C", "k")
 	other := mk("A", "j")
 	for _, x := range []*activation{a, b, d, other} {
@@ -24,8 +26,8 @@ func TestCatalogKeepsTypesApartUnderOneKey(t *testing.T) {
 	for _, x := range []*activation{a, b, d, other} {
 		assert.Same(t, x, c.get(x.id))
 	}
-	assert.Nil(t, c.get(GrainID{Type: "B", Key: "j"}), "a key that exists for another type only")
-	assert.Nil(t, c.get(GrainID{Type: "A", Key: "x"}))
+	assert.Nil(t, c.get(actor.GrainID{Type: "B", Key: "j"}), "a key that exists for another type only")
+	assert.Nil(t, c.get(actor.GrainID{Type: "A", Key: "x"}))
 
 	c.remove(b) // from the middle of the chain
 	assert.Nil(t, c.get(b.id))
@@ -51,14 +53,14 @@ func TestCatalogKeepsTypesApartUnderOneKey(t *testing.T) {
 }
 
 // Random adds and removes over a few keys and types agree with a plain map
-// keyed by GrainID.
+// keyed by actor.GrainID.
 func TestCatalogMatchesAMap(t *testing.T) {
 	var c catalog
 	c.init()
-	model := map[GrainID]*activation{}
+	model := map[actor.GrainID]*activation{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 5000 {
-		id := GrainID{Type: fmt.Sprint("T", rng.IntN(3)), Key: fmt.Sprint("k", rng.IntN(5))}
+		id := actor.GrainID{Type: fmt.Sprint("T", rng.IntN(3)), Key: fmt.Sprint("k", rng.IntN(5))}
 		if x := model[id]; x != nil && rng.IntN(2) == 0 {
 			c.remove(x)
 			delete(model, id)

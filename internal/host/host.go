@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	cmap "github.com/orcaman/concurrent-map"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/grainrt"
 )
 
 // Defaults of HostOptions.
@@ -108,9 +110,9 @@ type Directory interface {
 	// grain's activation when another registered first, or the error that
 	// kept the directory from answering. done may be called before
 	// Register returns, or later from any goroutine, exactly once.
-	Register(id GrainID, done func(winner string, err error))
+	Register(id actor.GrainID, done func(winner string, err error))
 	// Unregister removes this host's activation of id.
-	Unregister(id GrainID)
+	Unregister(id actor.GrainID)
 }
 
 // Router sends on the requests this host does not serve itself.
@@ -127,8 +129,8 @@ type Router interface {
 // soleDirectory is the directory of a host alone: every registration wins.
 type soleDirectory struct{}
 
-func (soleDirectory) Register(_ GrainID, done func(string, error)) { done("", nil) }
-func (soleDirectory) Unregister(GrainID)                           {}
+func (soleDirectory) Register(_ actor.GrainID, done func(string, error)) { done("", nil) }
+func (soleDirectory) Unregister(actor.GrainID)                           {}
 
 // StateStore opens the persistent state of an activation. schedule runs a
 // function inside a later turn of the activation (false once it is gone);
@@ -136,7 +138,7 @@ func (soleDirectory) Unregister(GrainID)                           {}
 type StateStore interface {
 	// OpenState reads id's stored state (nil when there is none) and
 	// opens the record that writes it from then on.
-	OpenState(ctx context.Context, id GrainID, schedule func(func()) bool, snapshot func() ([]byte, error)) (StateRecord, []byte, error)
+	OpenState(ctx context.Context, id actor.GrainID, schedule func(func()) bool, snapshot func() ([]byte, error)) (StateRecord, []byte, error)
 }
 
 // StateRecord is an activation's handle on its stored state. A record that
@@ -307,7 +309,7 @@ func (h *Host) route(req *Request) {
 // forward sends req to the silo that holds its grain's activation.
 func (h *Host) forward(req *Request, silo string) {
 	if h.router == nil {
-		req.Reply.Reply(req, nil, fmt.Errorf("%w: %s lives on silo %s and this host cannot forward", ErrUnavailable, req.Target, silo))
+		req.Reply.Reply(req, nil, fmt.Errorf("%w: %s lives on silo %s and this host cannot forward", actor.ErrUnavailable, req.Target, silo))
 		req.release()
 		return
 	}
@@ -321,14 +323,14 @@ func (h *Host) forward(req *Request, silo string) {
 func (h *Host) Activate(req *Request) {
 	kind := h.kinds[req.Target.Type]
 	if kind == nil {
-		req.Reply.Reply(req, nil, fmt.Errorf("%w: %q", ErrUnknownGrainType, req.Target.Type))
+		req.Reply.Reply(req, nil, fmt.Errorf("%w: %q", actor.ErrUnknownGrainType, req.Target.Type))
 		req.release()
 		return
 	}
 	h.mu.Lock()
 	if h.mu.stopping || !h.mu.started {
 		h.mu.Unlock()
-		req.Reply.Reply(req, nil, ErrStopping)
+		req.Reply.Reply(req, nil, actor.ErrStopping)
 		req.release()
 		return
 	}
@@ -392,17 +394,17 @@ func (h *Host) Stats() HostStats {
 }
 
 // IsActive reports whether id has an activation on this host.
-func (h *Host) IsActive(id GrainID) bool {
+func (h *Host) IsActive(id actor.GrainID) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.mu.acts.get(id) != nil
 }
 
 // Active lists the grains active on this host.
-func (h *Host) Active() []GrainID {
+func (h *Host) Active() []actor.GrainID {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	ids := make([]GrainID, 0, h.mu.acts.len())
+	ids := make([]actor.GrainID, 0, h.mu.acts.len())
 	for a := range h.mu.acts.all {
 		ids = append(ids, a.id)
 	}
@@ -411,7 +413,7 @@ func (h *Host) Active() []GrainID {
 
 // Deactivate asks the activation of id to deactivate after its current
 // turn. It reports whether the grain was active.
-func (h *Host) Deactivate(id GrainID) bool {
+func (h *Host) Deactivate(id actor.GrainID) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	a := h.mu.acts.get(id)
@@ -424,7 +426,7 @@ func (h *Host) Deactivate(id GrainID) bool {
 
 // Stop deactivates every activation (running OnDeactivate and flushing
 // state), waits for them within ctx, and shuts the actor system down. New
-// requests are refused with ErrStopping from the moment Stop begins. It is
+// requests are refused with actor.ErrStopping from the moment Stop begins. It is
 // safe to call twice.
 func (h *Host) Stop(ctx context.Context) error {
 	h.mu.Lock()
@@ -470,7 +472,7 @@ func (h *Host) Stop(ctx context.Context) error {
 // latest turn runs (a method, or OnActivate, OnDeactivate, a timer).
 type BusyGrain struct {
 	// ID is the grain.
-	ID GrainID
+	ID actor.GrainID
 	// Doing names what its latest turn runs.
 	Doing string
 }
@@ -535,12 +537,12 @@ func (h *Host) collect() {
 	h.mu.collector = h.clock.AfterFunc(h.opts.CollectionQuantum, h.collect)
 }
 
-func (h *Host) newActivation(kind *Kind, id GrainID) *activation {
+func (h *Host) newActivation(kind *Kind, id actor.GrainID) *activation {
 	a := &activation{host: h, kind: kind, id: id, collectionAge: h.opts.CollectionAge}
 	if kind.CollectionAge > 0 {
 		a.collectionAge = kind.CollectionAge
 	}
-	a.gc = &Context{a: a}
+	a.gc = grainrt.NewContext(&grainContext{a: a}).(*actor.Context)
 	a.lastActive.Store(h.clock.Now().UnixNano())
 	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a },
 		protoactor.WithDispatcher(h.disp), protoactor.WithMailbox(func() protoactor.Mailbox { return &a.mb }))

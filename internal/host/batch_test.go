@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/granary-go/granary/actor"
 )
 
 // batch builds requests for one grain, each answering on its own channel.
@@ -20,7 +22,7 @@ func (f *fixture) batch(key string, methods []uint32, v int64) ([]*Request, []ch
 	replies := make([]chanReplier, len(methods))
 	for i, m := range methods {
 		replies[i] = make(chanReplier, 1)
-		reqs[i] = &Request{Target: GrainID{testType, key}, MethodID: m, Payload: payload, Reply: replies[i]}
+		reqs[i] = &Request{Target: actor.GrainID{Type: testType, Key: key}, MethodID: m, Payload: payload, Reply: replies[i]}
 	}
 	return reqs, replies
 }
@@ -93,10 +95,10 @@ func TestDeliverInlineToInactiveGrainActivatesIt(t *testing.T) {
 func TestDeliverInlineUnknownTypeAnswersEveryRequest(t *testing.T) {
 	f := newFixture(t, HostOptions{})
 	rcs := []chanReplier{make(chanReplier, 1), make(chanReplier, 1)}
-	reqs := []*Request{{Target: GrainID{"nope", "a"}, Reply: rcs[0]}, {Target: GrainID{"nope", "a"}, Reply: rcs[1]}}
+	reqs := []*Request{{Target: actor.GrainID{Type: "nope", Key: "a"}, Reply: rcs[0]}, {Target: actor.GrainID{Type: "nope", Key: "a"}, Reply: rcs[1]}}
 	assert.Nil(t, f.host.DeliverInline(reqs))
 	for _, rc := range rcs {
-		require.ErrorIs(t, (<-rc).err, ErrUnknownGrainType)
+		require.ErrorIs(t, (<-rc).err, actor.ErrUnknownGrainType)
 	}
 }
 
@@ -113,7 +115,7 @@ func TestBatchAfterPanicReachesNextActivation(t *testing.T) {
 	r := <-replies[0]
 	require.NoError(t, r.err)
 	before := r.reply.(*wrapperspb.Int64Value).Value
-	require.ErrorIs(t, (<-replies[1]).err, ErrPanic)
+	require.ErrorIs(t, (<-replies[1]).err, actor.ErrPanic)
 	for i, rc := range replies[2:] {
 		select {
 		case r := <-rc:

@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/persistence"
 )
@@ -19,16 +20,16 @@ const panicSaveType = "test.PanicSave"
 // panicSaveGrain marks its state dirty on every call; its SaveState
 // panics (a grain bug).
 type panicSaveGrain struct {
-	gc          *Context
+	gc          *actor.Context
 	deactivated *atomic.Int64
 }
 
-func (g *panicSaveGrain) OnActivate(_ context.Context, gc *Context) error {
+func (g *panicSaveGrain) OnActivate(_ context.Context, gc *actor.Context) error {
 	g.gc = gc
 	return nil
 }
 
-func (g *panicSaveGrain) OnDeactivate(context.Context, *Context) error {
+func (g *panicSaveGrain) OnDeactivate(context.Context, *actor.Context) error {
 	g.deactivated.Add(1)
 	return nil
 }
@@ -52,12 +53,12 @@ func (panicSaveDispatcher) Dispatch(_ context.Context, grain any, _ uint32, _ []
 func TestBackgroundSnapshotPanicIsAGrainPanic(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	var deactivated atomic.Int64
-	kind := &Kind{Type: panicSaveType, Dispatcher: panicSaveDispatcher{}, New: func(GrainID) any {
+	kind := &Kind{Type: panicSaveType, Dispatcher: panicSaveDispatcher{}, New: func(actor.GrainID) any {
 		return &panicSaveGrain{deactivated: &deactivated}
 	}}
 	h, _ := startFlusherHost(t, clk, persistence.NewMemoryStore(), kind)
 
-	id := GrainID{panicSaveType, "a"}
+	id := actor.GrainID{Type: panicSaveType, Key: "a"}
 	rc := make(chanReplier, 1)
 	h.Deliver(&Request{Target: id, MethodID: 1, Reply: rc})
 	require.NoError(t, (<-rc).err)

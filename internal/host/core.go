@@ -1,4 +1,4 @@
-package actor
+package host
 
 // The activation's life, as a deterministic state machine: core takes
 // events (a request arrived, the directory answered, the grain activated,

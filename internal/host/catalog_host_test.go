@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/granary-go/granary/actor"
 )
 
 // Two grain types with the same keys share the catalog's entries; under
@@ -25,7 +27,7 @@ func TestCatalogTwoTypesUnderOneKeyUnderLoad(t *testing.T) {
 	require.NoError(t, err)
 	types := []string{testType, otherType}
 	keys := []string{"k0", "k1", "k2"}
-	call := func(id GrainID, method uint32, inline bool) (int64, error) {
+	call := func(id actor.GrainID, method uint32, inline bool) (int64, error) {
 		rc := make(chanReplier, 1)
 		req := &Request{Target: id, MethodID: method, Payload: one, Reply: rc}
 		if inline {
@@ -49,14 +51,14 @@ func TestCatalogTwoTypesUnderOneKeyUnderLoad(t *testing.T) {
 	const workers, perWorker = 6, 200
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
-	sent := make(map[GrainID]int64)
+	sent := make(map[actor.GrainID]int64)
 	var sentMu sync.Mutex
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range perWorker {
-				id := GrainID{Type: types[(w+i)%2], Key: keys[(w*7+i)%3]}
+				id := actor.GrainID{Type: types[(w+i)%2], Key: keys[(w*7+i)%3]}
 				method := uint32(mAdd)
 				if i%50 == 49 {
 					method = mLeave // deactivate; the next call reactivates from the store
@@ -82,7 +84,7 @@ func TestCatalogTwoTypesUnderOneKeyUnderLoad(t *testing.T) {
 
 	for _, typ := range types {
 		for _, key := range keys {
-			id := GrainID{Type: typ, Key: key}
+			id := actor.GrainID{Type: typ, Key: key}
 			got, err := call(id, mGet, false)
 			require.NoError(t, err)
 			require.Equal(t, sent[id], got, "%v", id)

@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/actor"
 )
 
 // Messages an activation's mailbox carries besides *Request.
@@ -37,8 +39,8 @@ type (
 type activation struct {
 	host          *Host
 	kind          *Kind
-	id            GrainID
-	gc            *Context
+	id            actor.GrainID
+	gc            *actor.Context
 	pid           *protoactor.PID
 	collectionAge time.Duration
 
@@ -47,9 +49,9 @@ type activation struct {
 	grain       any
 	record      StateRecord
 	current     *Request  // the request whose turn is running
-	deferredNow *Deferred // set when the running method deferred its reply
+	deferredNow *deferred // set when the running method deferred its reply
 	deactivate  bool      // DeactivateOnIdle was called in this turn
-	timers      map[*Timer]struct{}
+	timers      map[*timer]struct{}
 
 	gone       atomic.Bool   // no more posts: the actor is stopping
 	doing      atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
@@ -57,7 +59,7 @@ type activation struct {
 	lastActive atomic.Int64  // unix nanos when the collector last saw activity
 
 	pendingMu sync.Mutex
-	pending   map[*Deferred]struct{} // deferred replies not yet answered
+	pending   map[*deferred]struct{} // deferred replies not yet answered
 
 	mb mailbox // the actor's protoactor mailbox; see postInline
 
@@ -246,7 +248,7 @@ func (r *registration) done(winner string, err error) {
 // that waited for it.
 func (a *activation) noteRegistration(r registeredMsg) {
 	if r.err != nil {
-		a.failure = fmt.Errorf("%w: %s: register: %w", ErrUnavailable, a.id, r.err)
+		a.failure = fmt.Errorf("%w: %s: register: %w", actor.ErrUnavailable, a.id, r.err)
 	}
 }
 
@@ -269,7 +271,7 @@ func (a *activation) activate() error {
 	err := a.safely(func() error {
 		a.grain = a.kind.New(a.id)
 		if h.store != nil {
-			if st, ok := a.grain.(Stateful); ok {
+			if st, ok := a.grain.(actor.Stateful); ok {
 				rec, data, err := h.store.OpenState(ctx, a.id, a.schedule, st.SaveState)
 				if err != nil {
 					return fmt.Errorf("load state: %w", err)
@@ -285,7 +287,7 @@ func (a *activation) activate() error {
 				}
 			}
 		}
-		if act, ok := a.grain.(Activator); ok {
+		if act, ok := a.grain.(actor.Activator); ok {
 			return act.OnActivate(ctx, a.gc)
 		}
 		return nil
@@ -295,7 +297,7 @@ func (a *activation) activate() error {
 	}
 	h.stats.activationFailures.Add(1)
 	h.log.Warn("activation failed", slog.String("grain", a.id.String()), slog.Any("err", err))
-	a.failure = fmt.Errorf("%w: %s: %w", ErrActivation, a.id, err)
+	a.failure = fmt.Errorf("%w: %s: %w", actor.ErrActivation, a.id, err)
 	if a.record != nil {
 		// A half-built grain's SaveState may panic: contained, it must
 		// not keep the failed activation from leaving the catalog.
@@ -452,11 +454,11 @@ func (a *activation) deactivateNow() {
 	for d := range pending {
 		// A Replier is runtime code, but a panic here would abort the
 		// deactivation halfway, with the grain gone from nowhere.
-		if err := a.safely(func() error { d.Reply(nil, ErrDeactivated); return nil }); err != nil {
+		if err := a.safely(func() error { d.Reply(nil, actor.ErrDeactivated); return nil }); err != nil {
 			a.logPanic(err, 0)
 		}
 	}
-	if d, ok := a.grain.(Deactivator); ok {
+	if d, ok := a.grain.(actor.Deactivator); ok {
 		if err := a.safely(func() error { return d.OnDeactivate(ctx, a.gc) }); err != nil {
 			h.log.Warn("OnDeactivate failed", slog.String("grain", a.id.String()), slog.Any("err", err))
 		}
@@ -498,8 +500,8 @@ type panicError struct {
 // that panicked; call it from the deferred function that recovered.
 func newPanicError(r any) error { return &panicError{value: r, stack: string(debug.Stack())} }
 
-func (p *panicError) Error() string { return fmt.Sprintf("%v: %v", ErrPanic, p.value) }
-func (p *panicError) Unwrap() error { return ErrPanic }
+func (p *panicError) Error() string { return fmt.Sprintf("%v: %v", actor.ErrPanic, p.value) }
+func (p *panicError) Unwrap() error { return actor.ErrPanic }
 
 // dispatch runs req's method, turning a panic into an error as safely
 // does; it is safely without the closure, for the path every call takes.

@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/granary-go/granary/actor"
 )
 
 // sendPooled delivers a request from NewRequest, as the endpoints do.
@@ -19,7 +21,7 @@ func (f *fixture) sendPooled(ctx context.Context, key string, method uint32, v i
 	require.NoError(f.t, err)
 	rc := make(chanReplier, 1)
 	req := NewRequest()
-	req.Target, req.MethodID, req.Payload, req.Budget, req.Reply = GrainID{testType, key}, method, payload, budget, rc
+	req.Target, req.MethodID, req.Payload, req.Budget, req.Reply = actor.GrainID{Type: testType, Key: key}, method, payload, budget, rc
 	if ctx.Done() != nil {
 		req.Ctx = ctx
 	}
@@ -46,7 +48,7 @@ func TestKeptContextOutlivesRecycledRequest(t *testing.T) {
 	}
 	for i := range calls {
 		cancels[i]()
-		b, ok := Budget(ctxs[i])
+		b, ok := actor.Budget(ctxs[i])
 		require.True(t, ok)
 		assert.Equal(t, time.Duration(i+1)*time.Millisecond, b, "call %d", i)
 		assert.ErrorIs(t, ctxs[i].Err(), context.Canceled, "call %d sees its own caller's cancellation", i)
@@ -75,7 +77,7 @@ func TestDeferredKeepsItsContextAfterReply(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.EqualValues(t, -2, r.reply.(*wrapperspb.Int64Value).Value, "OnCancel answered through the call's own context")
 
-	d := &Deferred{ctx: callCtx, req: &Request{Reply: make(chanReplier, 1)}, a: &activation{}}
+	d := &deferred{ctx: callCtx, req: &Request{Reply: make(chanReplier, 1)}, a: &activation{}}
 	require.True(t, d.Reply(wrapperspb.Int64(1), nil))
 	assert.Nil(t, d.req, "an answered Deferred lets go of its request")
 	assert.Same(t, callCtx, d.Context())
@@ -99,7 +101,7 @@ func TestAnsweredCallContextIsNotRetained(t *testing.T) {
 		r := <-f.send(ctx, "a", mAdd, 1, time.Second)
 		require.NoError(t, r.err)
 	}()
-	require.True(t, f.host.IsActive(GrainID{testType, "a"}))
+	require.True(t, f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}))
 	for range 50 {
 		runtime.GC()
 		select {
@@ -109,4 +111,16 @@ func TestAnsweredCallContextIsNotRetained(t *testing.T) {
 		}
 	}
 	t.Fatal("the answered call's context is still reachable")
+}
+
+// A method's context reports its budget through actor.Deadline, never
+// through its own Deadline method: nothing cancels the context when the
+// budget runs out, and code that trusts ctx.Deadline would expect that.
+func TestMethodContextHasNoDeadlineOfItsOwn(t *testing.T) {
+	cc := &callContext{Context: context.Background(), budget: time.Second}
+	_, ok := cc.Deadline()
+	assert.False(t, ok)
+	b, ok := actor.Budget(cc)
+	require.True(t, ok)
+	assert.Equal(t, time.Second, b)
 }

@@ -1,4 +1,4 @@
-package actor
+package host
 
 import (
 	"testing"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/actor"
 )
 
 // A grain timer callback is grain code like a method: when it panics, the
@@ -16,7 +18,7 @@ func TestReviewTimerPanicDeactivatesLikeAMethodPanic(t *testing.T) {
 	_, err := f.call("a", mAdd, 5)
 	require.NoError(t, err)
 	f.host.mu.RLock()
-	a := f.host.mu.acts.get(GrainID{testType, "a"})
+	a := f.host.mu.acts.get(actor.GrainID{Type: testType, Key: "a"})
 	f.host.mu.RUnlock()
 	a.post(turnFunc(func() {
 		a.gc.AfterFunc(time.Second, func() { panic("timer bug") })

@@ -1,0 +1,8 @@
+// Package host keeps the activations of one silo: a Host creates an
+// activation when the router says a grain belongs here, runs each on its
+// own protoactor-go actor (one turn at a time, through a mailbox of its
+// own), registers it in the grain directory before it loads state, and
+// deactivates idle ones. An activation's life is a deterministic state
+// machine (core.go) inside the actor shell (activation.go). Package actor
+// is what grains see of it.
+package host

@@ -1,0 +1,213 @@
+package host
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/grainrt"
+)
+
+// grainContext is what an actor.Context of an activation calls: the
+// runtime behind the grain's handle on its activation. actor.Context
+// documents each method.
+type grainContext struct {
+	a *activation
+}
+
+func (c *grainContext) ID() actor.GrainID { return c.a.id }
+
+func (c *grainContext) Owner() any { return c.a.host.owner }
+
+func (c *grainContext) Now() time.Time { return c.a.host.clock.Now() }
+
+func (c *grainContext) MarkDirty() {
+	if c.a.record != nil {
+		c.a.record.MarkDirty()
+	}
+}
+
+func (c *grainContext) WriteState(ctx context.Context) error {
+	if c.a.record == nil {
+		return nil
+	}
+	return c.a.record.Flush(ctx)
+}
+
+func (c *grainContext) ClearState(ctx context.Context) error {
+	if c.a.record == nil {
+		return nil
+	}
+	return c.a.record.Clear(ctx)
+}
+
+func (c *grainContext) DeactivateOnIdle() { c.a.deactivate = true }
+
+func (c *grainContext) Defer() (*actor.Deferred, error) {
+	a := c.a
+	if a.current == nil {
+		return nil, actor.ErrNotInTurn
+	}
+	if a.deferredNow != nil {
+		return &a.deferredNow.pub, nil
+	}
+	req := a.current
+	d := &deferred{a: a, req: req, ctx: req.Ctx}
+	grainrt.InitDeferred(&d.pub, d)
+	if req.Budget > 0 && req.cc != nil {
+		d.deadline = req.cc.deadlineNow()
+	}
+	a.pendingMu.Lock()
+	if a.pending == nil {
+		a.pending = make(map[*deferred]struct{})
+	}
+	a.pending[d] = struct{}{}
+	a.pendingMu.Unlock()
+	a.deferredNow = d
+	a.host.stats.deferred.Add(1)
+	return &d.pub, nil
+}
+
+func (c *grainContext) RegisterTimer(due, period time.Duration, fn func()) *actor.Timer {
+	a := c.a
+	t := &timer{a: a, period: period, fn: fn}
+	grainrt.InitTimer(&t.pub, t)
+	if a.timers == nil {
+		a.timers = make(map[*timer]struct{})
+	}
+	a.timers[t] = struct{}{}
+	t.arm(due)
+	return &t.pub
+}
+
+// timer is what an actor.Timer calls.
+type timer struct {
+	pub    actor.Timer // the grain's handle
+	a      *activation
+	period time.Duration
+	fn     func()
+
+	mu      sync.Mutex
+	pending clock.Timer
+	stopped bool
+}
+
+func (t *timer) arm(d time.Duration) {
+	t.a.host.stats.timersArmed.Add(1)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return
+	}
+	t.pending = t.a.host.clock.AfterFunc(d, func() { t.a.post(turnFunc(t.fire)) })
+}
+
+// fire runs inside a turn.
+func (t *timer) fire() {
+	t.mu.Lock()
+	stopped := t.stopped
+	t.mu.Unlock()
+	if stopped {
+		return
+	}
+	if t.period <= 0 {
+		t.stop()
+		delete(t.a.timers, t)
+	}
+	t.fn()
+	if t.period > 0 {
+		t.arm(t.period)
+	}
+}
+
+// Stop implements actor.Timer.Stop.
+func (t *timer) Stop() {
+	t.stop()
+	delete(t.a.timers, t)
+}
+
+func (t *timer) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	if t.pending != nil {
+		t.pending.Stop()
+	}
+}
+
+// deferred is what an actor.Deferred calls: a reply a grain keeps to
+// answer later. actor.Deferred documents each method.
+type deferred struct {
+	pub      actor.Deferred // the grain's handle
+	a        *activation
+	req      *Request        // until answered; then recycled
+	ctx      context.Context // the caller's cancellable context, or nil
+	deadline time.Time
+
+	mu       sync.Mutex
+	answered bool
+	stopWait func() bool
+}
+
+func (d *deferred) Context() context.Context {
+	if d.ctx == nil {
+		return context.Background()
+	}
+	return d.ctx
+}
+
+func (d *deferred) Deadline() (deadline time.Time, ok bool) {
+	return d.deadline, !d.deadline.IsZero()
+}
+
+func (d *deferred) Cancellable() bool { return d.ctx != nil }
+
+func (d *deferred) OnCancel(fn func()) {
+	if d.ctx == nil {
+		return
+	}
+	a := d.a
+	stop := context.AfterFunc(d.ctx, func() {
+		a.post(turnFunc(func() {
+			if !d.Answered() {
+				fn()
+			}
+		}))
+	})
+	d.mu.Lock()
+	d.stopWait = stop
+	d.mu.Unlock()
+}
+
+func (d *deferred) Answered() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.answered
+}
+
+func (d *deferred) Reply(reply proto.Message, err error) bool {
+	d.mu.Lock()
+	if d.answered {
+		d.mu.Unlock()
+		return false
+	}
+	d.answered = true
+	stop := d.stopWait
+	req := d.req
+	d.req = nil
+	d.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	a := d.a
+	a.pendingMu.Lock()
+	delete(a.pending, d)
+	a.pendingMu.Unlock()
+	req.Reply.Reply(req, reply, err)
+	req.release()
+	return true
+}
