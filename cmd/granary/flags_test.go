@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,4 +24,33 @@ func TestStopTimeoutMustBePositive(t *testing.T) {
 		err = run(ctx, []string{"-gateway", "127.0.0.1:0", "-stop-timeout", d}, devnull, devnull)
 		require.ErrorContains(t, err, "stop-timeout", d)
 	}
+}
+
+// -h prints the usage and is not an error: main exits 0 on flag.ErrHelp.
+func TestHelpPrintsUsage(t *testing.T) {
+	out, err := os.CreateTemp(t.TempDir(), "usage")
+	require.NoError(t, err)
+	defer out.Close()
+	for _, arg := range []string{"-h", "-help"} {
+		err := run(context.Background(), []string{arg}, out, out)
+		require.ErrorIs(t, err, flag.ErrHelp, arg)
+	}
+	usage, err := os.ReadFile(out.Name())
+	require.NoError(t, err)
+	require.Contains(t, string(usage), "usage: granary [flags]")
+	require.Contains(t, string(usage), "-gateway")
+}
+
+// The built binary exits 0 on -h, as a newcomer would run it.
+func TestHelpExitsZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "granary")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+	out, err := exec.Command(bin, "-h").CombinedOutput()
+	require.NoError(t, err, "granary -h exits 0:\n%s", out)
+	require.Contains(t, string(out), "usage: granary [flags]")
 }

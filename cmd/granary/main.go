@@ -16,7 +16,11 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		// -h or -help: the usage was printed, as asked.
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "granary:", err)
 		os.Exit(1)
 	}
@@ -26,6 +30,12 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	fs := flag.NewFlagSet("granary", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: granary [flags]\n\n"+
+			"Runs a silo that hosts the example counter grain (examples/counter) on\n"+
+			"the memory store, until Ctrl-C or SIGTERM stops it gracefully.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	var opts silo.Options
 	fs.StringVar(&opts.GatewayAddress, "gateway", silo.DefaultGatewayAddress, "gateway listen address (host:port; port 0 picks one)")
 	fs.StringVar(&opts.Name, "name", "", "silo name (default hostname-pid)")
