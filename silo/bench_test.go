@@ -247,3 +247,57 @@ func BenchmarkGrainToEchoRatio(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkForwardedToEchoRatio measures, in alternating slices as
+// BenchmarkGrainToEchoRatio does, a client calling grains on the silo it
+// is connected to (direct), a client calling the same grains through
+// another silo's gateway, which relays each call (forwarded), and the bare
+// echo, and reports the forwarded call's throughput as ratios to the
+// other two.
+func BenchmarkForwardedToEchoRatio(b *testing.B) {
+	const slice = 4096
+	for _, tc := range []struct {
+		name string
+		keys int
+	}{{"hot-key-16", 1}, {"partitioned-16", 16}} {
+		b.Run(tc.name, func(b *testing.B) {
+			const workers = 16
+			p := startPair(b, false) // grains live on silo-1
+			direct := benchRefs(p.client(b, 1, client.Options{}), workers, tc.keys)
+			forwarded := benchRefs(p.client(b, 0, client.Options{}), workers, tc.keys)
+			ec := benchEcho(b)
+			ctx, in, payload := context.Background(), &testgrain.AddRequest{Delta: 1}, make([]byte, 48)
+			kinds := []func(int) error{
+				func(w int) error { _, err := direct[w].Add(ctx, in); return err },
+				func(w int) error { _, err := forwarded[w].Add(ctx, in); return err },
+				func(int) error { _, err := ec.Call(payload); return err },
+			}
+			for _, warm := range kinds {
+				if _, err := timeWorkers(workers, slice, warm); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var took [3]time.Duration
+			calls := 0
+			for calls < b.N {
+				n := min(slice, b.N-calls)
+				for i, kind := range kinds {
+					d, err := timeWorkers(workers, n, kind)
+					if err != nil {
+						b.Fatal(err)
+					}
+					took[i] += d
+				}
+				calls += n
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(calls)/took[0].Seconds(), "direct-calls/s")
+			b.ReportMetric(float64(calls)/took[1].Seconds(), "forwarded-calls/s")
+			b.ReportMetric(float64(calls)/took[2].Seconds(), "echo-calls/s")
+			b.ReportMetric(took[0].Seconds()/took[1].Seconds(), "forwarded/direct")
+			b.ReportMetric(took[2].Seconds()/took[1].Seconds(), "forwarded/echo")
+		})
+	}
+}

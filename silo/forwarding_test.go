@@ -32,7 +32,7 @@ var siloNames = [2]string{"silo-0", "silo-1"}
 // startPair starts two silos. Grains live on silo-1 unless a test places
 // them elsewhere; silo-0 links to silo-1, and silo-1 to silo-0 when back
 // is set.
-func startPair(t *testing.T, back bool) *pair {
+func startPair(t testing.TB, back bool) *pair {
 	t.Helper()
 	p := &pair{}
 	for i := range p.silos {
@@ -60,7 +60,7 @@ func startPair(t *testing.T, back bool) *pair {
 }
 
 // client returns a client of silo i's gateway.
-func (p *pair) client(t *testing.T, i int, opts client.Options) *client.Client {
+func (p *pair) client(t testing.TB, i int, opts client.Options) *client.Client {
 	t.Helper()
 	opts.Gateways = []string{p.silos[i].GatewayAddr().String()}
 	c, err := client.New(opts, client.WithLogger(quiet))
