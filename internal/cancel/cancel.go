@@ -49,8 +49,20 @@ type Registry struct {
 		sync.Mutex
 		active idmap.Map[*invocationContext]
 		early  map[uint64]time.Time
+		// order holds the early cancels in arrival order, which is also
+		// expiry order (one ttl for all): the oldest, expired or not, goes
+		// first, in constant time, however many have arrived. An entry whose
+		// id Register has consumed since is skipped when its turn comes.
+		order     []earlyCancel
+		orderHead int
+		steps     int64 // entries looked at by eviction, for tests counting work
 	}
 	registered, cancelled, earlyCancels atomic.Int64
+}
+
+type earlyCancel struct {
+	id    uint64
+	until time.Time
 }
 
 // NewRegistry returns an empty registry. now supplies the time used to
@@ -105,19 +117,15 @@ func (r *Registry) Done(id uint64) {
 
 // Cancel cancels the call with the given id. It reports whether a call in
 // progress was cancelled; otherwise the id is remembered as an early cancel.
+// Either way it costs constant time: remembering one more early cancel
+// forgets the expired ones first, then, when the registry is full, the
+// oldest.
 func (r *Registry) Cancel(id uint64) bool {
 	r.mu.Lock()
 	ctx := r.mu.active.Get(id)
 	ok := ctx != nil
 	if !ok {
-		now := r.now()
-		if len(r.mu.early) >= r.max {
-			r.expireLocked(now)
-		}
-		if len(r.mu.early) < r.max {
-			r.mu.early[id] = now.Add(r.ttl)
-			r.earlyCancels.Add(1)
-		}
+		r.rememberLocked(id, r.now())
 	}
 	r.mu.Unlock()
 	if ok {
@@ -127,23 +135,34 @@ func (r *Registry) Cancel(id uint64) bool {
 	return ok
 }
 
-// expireLocked forgets early cancels whose time is up; when none has
-// expired and the registry is full, it forgets the oldest.
-func (r *Registry) expireLocked(now time.Time) {
-	var oldestID uint64
-	var oldest time.Time
-	for id, until := range r.mu.early {
-		if !now.Before(until) {
-			delete(r.mu.early, id)
-			continue
+// rememberLocked records an early cancel for id.
+func (r *Registry) rememberLocked(id uint64, now time.Time) {
+	if _, dup := r.mu.early[id]; dup {
+		return
+	}
+	for r.mu.orderHead < len(r.mu.order) {
+		oldest := r.mu.order[r.mu.orderHead]
+		if now.Before(oldest.until) && len(r.mu.order)-r.mu.orderHead < r.max {
+			break
 		}
-		if oldest.IsZero() || until.Before(oldest) {
-			oldestID, oldest = id, until
+		r.mu.steps++
+		r.mu.order[r.mu.orderHead] = earlyCancel{}
+		r.mu.orderHead++
+		if until, ok := r.mu.early[oldest.id]; ok && until.Equal(oldest.until) {
+			delete(r.mu.early, oldest.id)
 		}
 	}
-	if len(r.mu.early) >= r.max && !oldest.IsZero() {
-		delete(r.mu.early, oldestID)
+	if r.mu.orderHead > 0 && 2*r.mu.orderHead >= len(r.mu.order) {
+		// Move the live part down once the dead part is most of the queue,
+		// so its array does not grow with every cancel ever remembered.
+		n := copy(r.mu.order, r.mu.order[r.mu.orderHead:])
+		clear(r.mu.order[n:])
+		r.mu.order, r.mu.orderHead = r.mu.order[:n], 0
 	}
+	until := now.Add(r.ttl)
+	r.mu.early[id] = until
+	r.mu.order = append(r.mu.order, earlyCancel{id: id, until: until})
+	r.earlyCancels.Add(1)
 }
 
 // CancelAll cancels every call in progress, for when the connection that

@@ -102,3 +102,42 @@ func BenchmarkCancelRegistryInFlight(b *testing.B) {
 		}
 	}
 }
+
+// A cancel for an unknown id costs constant work however many came before:
+// each remembered cancel is looked at once more, when it is forgotten,
+// and the registry stays within its bound.
+func TestUnknownCancelsCostConstantWork(t *testing.T) {
+	now := time.Unix(100, 0)
+	r := NewRegistry(func() time.Time { return now })
+	const cancels = 50_000
+	for i := range uint64(cancels) {
+		r.Cancel(1_000_000 + i)
+		if i%1000 == 0 {
+			now = now.Add(time.Millisecond) // well within the ttl: nothing expires on its own
+		}
+	}
+	r.mu.Lock()
+	steps, remembered, queued := r.mu.steps, len(r.mu.early), len(r.mu.order)-r.mu.orderHead
+	r.mu.Unlock()
+	assert.LessOrEqual(t, steps, int64(cancels), "each cancel forgot at most one older one, on average")
+	assert.Equal(t, DefaultMaxEarlyCancels, remembered, "bounded")
+	assert.Equal(t, DefaultMaxEarlyCancels, queued)
+	assert.EqualValues(t, cancels, r.Stats().EarlyCancels)
+
+	// The newest are the ones kept: a request whose cancel came last is
+	// still cancelled on arrival, one whose cancel came first is not.
+	ctx, err := r.Register(1_000_000 + cancels - 1)
+	require.NoError(t, err)
+	assert.ErrorIs(t, ctx.Err(), context.Canceled)
+	ctx, err = r.Register(1_000_000)
+	require.NoError(t, err)
+	assert.NoError(t, ctx.Err())
+
+	// Once their time is up, remembered cancels go as new ones arrive.
+	now = now.Add(DefaultEarlyCancelTTL)
+	r.Cancel(1)
+	r.mu.Lock()
+	remembered = len(r.mu.early)
+	r.mu.Unlock()
+	assert.Equal(t, 1, remembered, "every expired cancel was forgotten")
+}
