@@ -58,7 +58,7 @@ type Endpoint struct {
 	cancelsOnce sync.Once
 	cancels     *cancel.Registry
 
-	cancelWatches, cancelsSent atomic.Int64
+	cancelWatches, cancelsSent, badRequests atomic.Int64
 }
 
 var (
@@ -271,6 +271,13 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 	}
 	var env wire.Envelope
 	if err := e.decoder.Decode(body, &env); err != nil {
+		if kind, id, ok := wire.Salvage(body); ok && kind == wire.KindRequest && id != 0 {
+			// A well-formed request with bad contents (a key that is not
+			// UTF-8, say) fails alone; the connection carries on.
+			e.badRequests.Add(1)
+			e.refuse(id, fmt.Errorf("%w: %w", proxy.ErrBadRequest, err))
+			return
+		}
 		e.log.Warn("closing connection after a malformed frame", slog.Any("remote", c.RemoteAddr()), slog.Any("err", err))
 		c.Close()
 		return
@@ -362,6 +369,18 @@ func (e *Endpoint) Reply(req *host.Request, reply proto.Message, err error) {
 	}
 }
 
+// refuse answers the request with call id at once with err, before
+// anything was made of it.
+func (e *Endpoint) refuse(id uint64, err error) {
+	o := outPool.Get().(*outFrame)
+	o.env = wire.Envelope{Kind: wire.KindReply, CallID: id}
+	encodeError(err).setOn(&o.env)
+	if serr := e.conn.Load().Send(o); serr != nil {
+		e.log.Debug("refusal not sent", slog.Uint64("call", id), slog.Any("err", serr))
+	}
+	putOut(o)
+}
+
 // setReply makes o, which must carry no payload, the reply to call id: err's code
 // and text when err is set, otherwise the reply message. It returns the
 // message's encoding error.
@@ -398,6 +417,7 @@ type EndpointStats struct {
 	CancelWatches int64 // outgoing calls that watched their context
 	CancelsSent   int64 // cancels pushed to the callee
 	Timeouts      int64 // outgoing calls failed by the response timeout
+	BadRequests   int64 // incoming requests refused for contents that could not be read
 	Inbound       cancel.Stats
 	Transport     transport.Stats // the connection's traffic
 }
@@ -408,6 +428,7 @@ func (s *EndpointStats) Add(o EndpointStats) {
 	s.CancelWatches += o.CancelWatches
 	s.CancelsSent += o.CancelsSent
 	s.Timeouts += o.Timeouts
+	s.BadRequests += o.BadRequests
 	s.Inbound.Add(o.Inbound)
 	s.Transport.Add(o.Transport)
 }
@@ -416,7 +437,7 @@ func (s *EndpointStats) Add(o EndpointStats) {
 func (e *Endpoint) Stats() EndpointStats {
 	return EndpointStats{
 		Pending: e.calls.len(), CancelWatches: e.cancelWatches.Load(), CancelsSent: e.cancelsSent.Load(),
-		Timeouts: e.calls.timeouts.Load(), Inbound: e.registry().Stats(),
+		Timeouts: e.calls.timeouts.Load(), BadRequests: e.badRequests.Load(), Inbound: e.registry().Stats(),
 		Transport: e.conn.Load().Stats(),
 	}
 }

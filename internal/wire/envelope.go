@@ -658,3 +658,38 @@ func keySet[T string | []byte](b T) int {
 	h ^= h >> 15
 	return int(h % keySets)
 }
+
+// Salvage reads what it can of a frame that Unmarshal refused: when b is
+// well-formed protobuf (every tag, varint and length valid) and only its
+// contents are wrong (a string that is not UTF-8, say), it returns the
+// frame's kind and call id, so that a request can be refused alone
+// instead of closing the connection it came on; ok is false for a frame
+// that cannot be parsed at all.
+func Salvage(b []byte) (kind Kind, callID uint64, ok bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num > protowire.MaxValidNumber {
+			return 0, 0, false
+		}
+		b = b[n:]
+		if typ == protowire.VarintType && (num == fieldKind || num == fieldCallID) {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0, 0, false
+			}
+			if num == fieldKind {
+				kind = Kind(int32(v))
+			} else {
+				callID = v
+			}
+			b = b[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return 0, 0, false
+		}
+		b = b[n:]
+	}
+	return kind, callID, true
+}

@@ -384,3 +384,24 @@ func TestFastRequestMatchesUnmarshal(t *testing.T) {
 		}
 	}
 }
+
+func TestSalvageReadsTheCallOfAFrameWithBadContents(t *testing.T) {
+	bad := Envelope{Kind: KindRequest, CallID: 77, GrainType: "t", GrainKey: "\xff\xfe", MethodID: 3}
+	b := bad.AppendTo(nil)
+	var e Envelope
+	require.ErrorIs(t, e.Unmarshal(b), ErrMalformed, "a key that is not UTF-8 is refused")
+	kind, id, ok := Salvage(b)
+	require.True(t, ok, "but the frame itself is well formed")
+	assert.Equal(t, KindRequest, kind)
+	assert.EqualValues(t, 77, id)
+
+	for _, broken := range [][]byte{
+		{0x08},             // a tag without its value
+		{0x22, 0x05, 'a'},  // a length past the end
+		{0x0b, 0x08, 0x01}, // a group that never ends
+		{0x00},             // field number 0
+	} {
+		_, _, ok := Salvage(broken)
+		assert.False(t, ok, "% x", broken)
+	}
+}

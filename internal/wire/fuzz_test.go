@@ -21,6 +21,7 @@ func FuzzEnvelopeUnmarshal(f *testing.F) {
 	f.Add([]byte{0x08, 0x03, 0x10, 0x05})                   // cancel
 	f.Add([]byte{0x0b, 0x08, 0x01, 0x0c, 0x10, 0x01})       // group, then a field
 	f.Add([]byte{0x22, 0x01, 0xff})                         // invalid UTF-8
+	f.Add([]byte{0x08, 0x01, 0x10, 0x07, 0x22, 0x01, 0xff}) // a request whose key is not UTF-8
 	f.Add([]byte{0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) // truncated varint
 	f.Add([]byte{0xf8, 0xff, 0xff, 0xff, 0x0f, 0x01})       // large field number
 
@@ -38,6 +39,12 @@ func FuzzEnvelopeUnmarshal(f *testing.F) {
 			require.Equal(t, normalized(e), normalized(viaDecoder))
 			_ = dec.Decode(b, &viaDecoder) // a second time, with its strings remembered
 			require.Equal(t, normalized(e), normalized(viaDecoder))
+		}
+		kind, id, salvaged := Salvage(b)
+		if err == nil {
+			require.True(t, salvaged, "what decodes can be salvaged")
+			require.Equal(t, e.Kind, kind)
+			require.Equal(t, e.CallID, id)
 		}
 		m := dynamicpb.NewMessage(md)
 		refErr := proto.Unmarshal(b, m)
