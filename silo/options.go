@@ -52,6 +52,27 @@ type Options struct {
 	// TimeoutResolution is how often pending calls are checked against
 	// their response timeouts. Default 10 ms.
 	TimeoutResolution time.Duration
+	// Limits bound what clients may ask of the silo.
+	Limits Limits
+}
+
+// Limits bound what clients may ask of a silo, so that no client can
+// starve the others. A request over a limit is answered at once with
+// proxy.ErrOverloaded, which a caller may retry later; nothing else
+// changes. Zero fields take their defaults.
+type Limits struct {
+	// MaxInFlight bounds the requests of one client connection that the
+	// silo works on at once. Default 4096.
+	MaxInFlight int
+	// ActivationRate and ActivationBurst budget the new activations one
+	// client connection's requests may create: ActivationBurst at once,
+	// refilled at ActivationRate per second. Calls to grains already
+	// active are not affected. Defaults 10 000 and 10 000; a negative
+	// ActivationRate sets no budget.
+	ActivationRate, ActivationBurst int
+	// MaxActivations, when positive, bounds the activations alive on the
+	// silo. Default 0: no bound.
+	MaxActivations int
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -95,11 +116,31 @@ func (o *Options) Validate() error {
 	c.Positive("FlushPeriod", o.FlushPeriod)
 	c.Range("MaxFrameSize", o.MaxFrameSize, minFrameSize, transport.MaxFrameSizeLimit)
 	c.Positive("TimeoutResolution", o.TimeoutResolution)
+	c.Range("Limits.MaxInFlight", o.Limits.MaxInFlight, 0, 1<<30)
+	c.Range("Limits.ActivationBurst", o.Limits.ActivationBurst, 0, 1<<30)
+	c.Range("Limits.MaxActivations", o.Limits.MaxActivations, 0, 1<<30)
 	return c.Err()
 }
 
 // minFrameSize leaves room for an envelope with a small payload.
 const minFrameSize = 64
+
+// clientEndpoint is how the silo's end of a client connection is set up.
+func (o *Options) clientEndpoint() rpc.EndpointOptions {
+	return rpc.EndpointOptions{
+		SweepInterval: o.TimeoutResolution, MaxInFlight: o.Limits.MaxInFlight,
+		ActivationRate: o.Limits.ActivationRate, ActivationBurst: o.Limits.ActivationBurst,
+	}
+}
+
+// linkEndpoint is how the silo's end of a link to another silo is set up:
+// it carries the calls of many clients, which their own gateways budget.
+func (o *Options) linkEndpoint() rpc.EndpointOptions {
+	return rpc.EndpointOptions{SweepInterval: o.TimeoutResolution, MaxInFlight: linkMaxInFlight, ActivationRate: -1}
+}
+
+// linkMaxInFlight bounds the requests in flight on a link between silos.
+const linkMaxInFlight = 1 << 16
 
 func (o *Options) transport() transport.Options {
 	return transport.Options{MaxFrameSize: o.MaxFrameSize} // Listen fills in the other defaults

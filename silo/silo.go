@@ -165,14 +165,15 @@ func (s *Silo) Start(ctx context.Context) error {
 	if dir, ok := s.deps.locator.(host.Directory); ok {
 		hostOpts = append(hostOpts, host.WithDirectory(dir))
 	}
-	host, err := host.NewHost(host.HostOptions{
+	h, err := host.NewHost(host.HostOptions{
 		CollectionAge:     s.opts.CollectionAge,
 		CollectionQuantum: s.opts.CollectionQuantum,
+		MaxActivations:    s.opts.Limits.MaxActivations,
 	}, s.mu.kinds, hostOpts...)
 	if err != nil {
 		return err
 	}
-	s.router.SetHost(host)
+	s.router.SetHost(h)
 	if err := s.flusher.Start(ctx); err != nil {
 		return err
 	}
@@ -185,7 +186,7 @@ func (s *Silo) Start(ctx context.Context) error {
 			s.flusher = f
 		}
 	}
-	if err := host.Start(ctx); err != nil {
+	if err := h.Start(ctx); err != nil {
 		undo()
 		return err
 	}
@@ -193,7 +194,7 @@ func (s *Silo) Start(ctx context.Context) error {
 	if !s.opts.DisableGateway {
 		interner := s.mu.interner
 		l, err := transport.Listen(s.opts.GatewayAddress, s.opts.transport(), func(c *transport.Conn) transport.Handler {
-			ep := rpc.NewEndpoint(rpc.EndpointOptions{SweepInterval: s.opts.TimeoutResolution}, host, interner, s.deps.clock, s.log)
+			ep := rpc.NewEndpoint(s.opts.clientEndpoint(), h, interner, s.deps.clock, s.log)
 			ep.Attach(c)
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -204,14 +205,14 @@ func (s *Silo) Start(ctx context.Context) error {
 			return &gatewayConn{Endpoint: ep, silo: s}
 		})
 		if err != nil {
-			_ = host.Stop(ctx)
+			_ = h.Stop(ctx)
 			undo()
 			return fmt.Errorf("silo: gateway: %w", err)
 		}
 		s.mu.listener = l
 		s.log.Info("gateway listening", slog.String("addr", l.Addr().String()))
 	}
-	s.host.Store(host)
+	s.host.Store(h)
 	s.mu.started = true
 	return nil
 }
@@ -243,14 +244,14 @@ func (s *Silo) Link(silo string) (*rpc.Endpoint, error) {
 // connection carries calls both ways: this silo's calls to grains there,
 // and that silo's calls to grains here.
 func (s *Silo) link(ctx context.Context, name, addr string) error {
-	host := s.host.Load()
-	if host == nil {
+	h := s.host.Load()
+	if h == nil {
 		return ErrNotStarted
 	}
 	s.mu.Lock()
 	interner := s.mu.interner
 	s.mu.Unlock()
-	ep := rpc.NewEndpoint(rpc.EndpointOptions{SweepInterval: s.opts.TimeoutResolution}, host, interner, s.deps.clock, s.log)
+	ep := rpc.NewEndpoint(s.opts.linkEndpoint(), h, interner, s.deps.clock, s.log)
 	conn, err := transport.Dial(ctx, addr, s.opts.transport(), &linkConn{Endpoint: ep, silo: s, name: name})
 	if err != nil {
 		return fmt.Errorf("silo: link to %s: %w", name, err)

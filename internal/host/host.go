@@ -17,6 +17,7 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/grainrt"
+	"github.com/granary-go/granary/proxy"
 )
 
 // Defaults of HostOptions.
@@ -40,6 +41,10 @@ type HostOptions struct {
 	// DeactivationTimeout bounds OnDeactivate and the final flush.
 	// Default 30 s.
 	DeactivationTimeout time.Duration
+	// MaxActivations, when positive, bounds the activations alive on the
+	// host: a request that would create one more is refused with
+	// proxy.ErrOverloaded. Zero (the default) sets no bound.
+	MaxActivations int
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -72,6 +77,9 @@ func (o *HostOptions) Validate() error {
 	}
 	if o.DeactivationTimeout < 0 {
 		errs = append(errs, fmt.Errorf("actor: DeactivationTimeout %v is negative", o.DeactivationTimeout))
+	}
+	if o.MaxActivations < 0 {
+		errs = append(errs, fmt.Errorf("actor: MaxActivations %d is negative", o.MaxActivations))
 	}
 	return errors.Join(errs...)
 }
@@ -188,7 +196,7 @@ type Host struct {
 type hostCounters struct {
 	activations, deactivations, activationFailures atomic.Int64
 	invocations, skippedCancelled, panics          atomic.Int64
-	timersArmed, deferred                          atomic.Int64
+	timersArmed, deferred, refusedActivations      atomic.Int64
 }
 
 // HostStats is a snapshot of a Host's counters, for tests and metrics.
@@ -202,6 +210,7 @@ type HostStats struct {
 	Panics             int64 // grain methods, timers and callbacks that panicked
 	TimersArmed        int64 // grain timers and deferred deadlines armed
 	Deferred           int64 // replies deferred by grains
+	RefusedActivations int64 // activations refused: the host's bound, or a connection's budget
 }
 
 // NewHost returns a host for the given kinds. It does no I/O.
@@ -306,6 +315,29 @@ func (h *Host) route(req *Request) {
 	h.Activate(req)
 }
 
+// ActivationLimiter is implemented by a Replier that budgets the new
+// activations its requests may create (a connection does): the host asks
+// it before it creates one.
+type ActivationLimiter interface {
+	// AllowActivation spends one unit of the budget, or reports false when
+	// none is left.
+	AllowActivation() bool
+}
+
+// admitActivation decides whether req may create an activation: the host's
+// bound, then the budget of the connection req came on. h.mu must be held.
+func (h *Host) admitActivation(req *Request) error {
+	if h.opts.MaxActivations > 0 && h.mu.acts.len() >= h.opts.MaxActivations {
+		h.stats.refusedActivations.Add(1)
+		return fmt.Errorf("%w: %d activations, the silo's limit", proxy.ErrOverloaded, h.opts.MaxActivations)
+	}
+	if lim, ok := req.Reply.(ActivationLimiter); ok && !lim.AllowActivation() {
+		h.stats.refusedActivations.Add(1)
+		return fmt.Errorf("%w: this connection's budget of new activations is spent; retry later", proxy.ErrOverloaded)
+	}
+	return nil
+}
+
 // forward sends req to the silo that holds its grain's activation.
 func (h *Host) forward(req *Request, silo string) {
 	if h.router == nil {
@@ -336,6 +368,12 @@ func (h *Host) Activate(req *Request) {
 	}
 	a := h.mu.acts.get(req.Target)
 	if a == nil {
+		if err := h.admitActivation(req); err != nil {
+			h.mu.Unlock()
+			req.Reply.Reply(req, nil, err)
+			req.release()
+			return
+		}
 		a = h.newActivation(kind, req.Target)
 		h.mu.acts.add(a)
 		a.post(activateMsg{})
@@ -390,6 +428,7 @@ func (h *Host) Stats() HostStats {
 		Panics:             h.stats.panics.Load(),
 		TimersArmed:        h.stats.timersArmed.Load(),
 		Deferred:           h.stats.deferred.Load(),
+		RefusedActivations: h.stats.refusedActivations.Load(),
 	}
 }
 

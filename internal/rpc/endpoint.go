@@ -38,6 +38,16 @@ type EndpointOptions struct {
 	// SweepInterval is the resolution of response timeouts: pending calls
 	// are checked this often. Default 10 ms.
 	SweepInterval time.Duration
+	// MaxInFlight bounds the requests from the peer that this end works on
+	// at once; one more is answered at once with proxy.ErrOverloaded.
+	// Default DefaultMaxInFlight.
+	MaxInFlight int
+	// ActivationRate and ActivationBurst budget the new activations the
+	// peer's requests may create (per second, and at once). Defaults
+	// DefaultActivationRate and DefaultActivationBurst; a negative rate
+	// means no budget (links between silos, which carry many clients'
+	// calls).
+	ActivationRate, ActivationBurst int
 }
 
 // Endpoint is one end of a connection between peers (client and gateway, or
@@ -58,7 +68,12 @@ type Endpoint struct {
 	cancelsOnce sync.Once
 	cancels     *cancel.Registry
 
-	cancelWatches, cancelsSent, badRequests atomic.Int64
+	admit    admission
+	inFlight atomic.Int64 // requests from the peer not yet answered
+
+	cancelWatches, cancelsSent atomic.Int64
+	rejections                 [numRejections]atomic.Int64
+	logged                     [numRejections]atomic.Bool // each kind is logged once per connection
 }
 
 var (
@@ -84,6 +99,7 @@ func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner,
 	}
 	e := &Endpoint{inbound: inbound, decoder: wire.NewDecoder(interner), log: log}
 	e.calls.init(c, opts.SweepInterval)
+	e.admit.init(opts, c)
 	if in, ok := inbound.(InlineInbound); ok {
 		e.runner = newInboundRunner(in)
 	}
@@ -274,7 +290,7 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 		if kind, id, ok := wire.Salvage(body); ok && kind == wire.KindRequest && id != 0 {
 			// A well-formed request with bad contents (a key that is not
 			// UTF-8, say) fails alone; the connection carries on.
-			e.badRequests.Add(1)
+			e.rejected(rejectBadRequest)
 			e.refuse(id, fmt.Errorf("%w: %w", proxy.ErrBadRequest, err))
 			return
 		}
@@ -312,6 +328,12 @@ func (e *Endpoint) registry() *cancel.Registry {
 }
 
 func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
+	if e.inFlight.Add(1) > e.admit.maxInFlight {
+		e.inFlight.Add(-1)
+		e.rejected(rejectInFlight)
+		e.refuse(env.CallID, overloadedInFlight(e.admit.maxInFlight))
+		return
+	}
 	req := host.NewRequest()
 	req.Target = actor.GrainID{Type: env.GrainType, Key: env.GrainKey}
 	req.CallID, req.MethodID = env.CallID, env.MethodID
@@ -343,6 +365,7 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 // Reply implements host.Replier: it sends the outcome of a request that
 // arrived on this endpoint.
 func (e *Endpoint) Reply(req *host.Request, reply proto.Message, err error) {
+	e.inFlight.Add(-1)
 	if req.Registered {
 		e.cancels.Done(req.CallID)
 	}
@@ -366,6 +389,16 @@ func (e *Endpoint) Reply(req *host.Request, reply proto.Message, err error) {
 	}
 	if serr != nil {
 		e.log.Debug("reply not sent", slog.Uint64("call", req.CallID), slog.Any("err", serr))
+	}
+}
+
+// rejected counts a refusal of kind k and logs the first of its kind on
+// this connection, so that no peer can flood the log.
+func (e *Endpoint) rejected(k rejection) {
+	e.rejections[k].Add(1)
+	if !e.logged[k].Swap(true) {
+		e.log.Info("refusing a peer's request", slog.Any("remote", e.remote()), slog.String("reason", rejectionNames[k]),
+			slog.String("note", "logged once per connection; see the silo's stats for the count"))
 	}
 }
 
@@ -417,6 +450,9 @@ type EndpointStats struct {
 	CancelWatches int64 // outgoing calls that watched their context
 	CancelsSent   int64 // cancels pushed to the callee
 	Timeouts      int64 // outgoing calls failed by the response timeout
+	InFlight      int64 // incoming requests not yet answered
+	Overloaded    int64 // incoming requests refused: too many in flight
+	OverBudget    int64 // incoming requests refused: their new activation was over budget
 	BadRequests   int64 // incoming requests refused for contents that could not be read
 	Inbound       cancel.Stats
 	Transport     transport.Stats // the connection's traffic
@@ -428,6 +464,9 @@ func (s *EndpointStats) Add(o EndpointStats) {
 	s.CancelWatches += o.CancelWatches
 	s.CancelsSent += o.CancelsSent
 	s.Timeouts += o.Timeouts
+	s.InFlight += o.InFlight
+	s.Overloaded += o.Overloaded
+	s.OverBudget += o.OverBudget
 	s.BadRequests += o.BadRequests
 	s.Inbound.Add(o.Inbound)
 	s.Transport.Add(o.Transport)
@@ -437,7 +476,9 @@ func (s *EndpointStats) Add(o EndpointStats) {
 func (e *Endpoint) Stats() EndpointStats {
 	return EndpointStats{
 		Pending: e.calls.len(), CancelWatches: e.cancelWatches.Load(), CancelsSent: e.cancelsSent.Load(),
-		Timeouts: e.calls.timeouts.Load(), BadRequests: e.badRequests.Load(), Inbound: e.registry().Stats(),
+		Timeouts: e.calls.timeouts.Load(), InFlight: e.inFlight.Load(),
+		Overloaded: e.rejections[rejectInFlight].Load(), OverBudget: e.rejections[rejectActivationBudget].Load(),
+		BadRequests: e.rejections[rejectBadRequest].Load(), Inbound: e.registry().Stats(),
 		Transport: e.conn.Load().Stats(),
 	}
 }

@@ -154,6 +154,7 @@ func (r *relayEntry) stopWatch() {
 // ReplyRaw implements originReplier: it sends a reply that came from a
 // link back on this connection, its payload and failure as they arrived.
 func (e *Endpoint) ReplyRaw(req *host.Request, reply *wire.Envelope) {
+	e.inFlight.Add(-1)
 	if req.Registered {
 		e.cancels.Done(req.CallID)
 	}
