@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,7 +45,7 @@ var ErrInvalidOptions = errors.New("cluster: invalid options")
 type Options struct {
 	// SiloID identifies the silo in the cluster; it is memberlist's node name
 	// and must be unique among live silos. At most MaxSiloIDLength bytes of
-	// printable UTF-8 without spaces. Default "<hostname>-<pid>".
+	// printable UTF-8 without spaces. Required: the silo host names itself.
 	SiloID string
 	// Generation tells this incarnation of SiloID from earlier ones. Default:
 	// the clock's time at New, in Unix nanoseconds.
@@ -197,13 +195,6 @@ func FastTimings() Timings {
 
 // EnsureDefaults replaces every zero field with its default.
 func (o *Options) EnsureDefaults() {
-	if o.SiloID == "" {
-		host, _ := os.Hostname()
-		if host == "" {
-			host = "silo"
-		}
-		o.SiloID = host + "-" + strconv.Itoa(os.Getpid())
-	}
 	if o.BindAddress == "" {
 		o.BindAddress = DefaultBindAddress
 	}

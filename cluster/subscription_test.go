@@ -55,11 +55,7 @@ func TestSubscriptionKeepsOnlyTheNewestQueuedUpdateOfAMember(t *testing.T) {
 }
 
 func versions(events []Event) []uint64 {
-	out := make([]uint64, len(events))
-	for i, e := range events {
-		out[i] = e.Version
-	}
-	return out
+	return pluck(events, func(e Event) uint64 { return e.Version })
 }
 
 func TestSubscriptionNextWaitsForEventsOrTheContext(t *testing.T) {

@@ -16,12 +16,17 @@ func memberOf(id string, gen int64, status Status, load int64) Member {
 	return Member{ID: id, Generation: gen, Address: "127.0.0.1:11111", Gateway: "127.0.0.1:30000", Status: status, Load: load, GossipAddress: "127.0.0.1:7946"}
 }
 
-func kinds(events []Event) []EventKind {
-	out := make([]EventKind, len(events))
+// pluck returns one field of each event.
+func pluck[T any](events []Event, field func(Event) T) []T {
+	out := make([]T, len(events))
 	for i, e := range events {
-		out[i] = e.Kind
+		out[i] = field(e)
 	}
 	return out
+}
+
+func kinds(events []Event) []EventKind {
+	return pluck(events, func(e Event) EventKind { return e.Kind })
 }
 
 func TestViewJoinsUpdatesAndVersionsMembers(t *testing.T) {
