@@ -62,7 +62,10 @@ type EventKind uint8
 
 // The kinds of membership events.
 const (
-	// EventJoined: a member became visible (new, or a new incarnation).
+	// EventJoined: a member became visible: new, a new incarnation, or one
+	// that was reported failed by mistake (it refuted a false suspicion, or
+	// a partition healed) and comes back with the same generation, its
+	// activations possibly still running.
 	EventJoined EventKind = iota + 1
 	// EventUpdated: a visible member published new metadata (status, load
 	// or addresses) under the same generation.
@@ -105,7 +108,8 @@ type Event struct {
 }
 
 // View is a snapshot of the local membership view: every visible member,
-// this silo included, in every status.
+// this silo included, in every status. After Stop or Kill the view keeps
+// its last state.
 type View struct {
 	// Version counts the events applied to the view; 0 before Start.
 	Version uint64

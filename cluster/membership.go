@@ -98,9 +98,11 @@ func New(opts Options, optFns ...Option) (*Membership, error) {
 // Start starts memberlist on Options.BindAddress and joins the cluster
 // through Options.Seeds, retrying every Timings.JoinRetryInterval until one
 // answers or ctx ends (ErrJoin). With no seed but itself, the silo starts a
-// new cluster. The silo is announced as StatusJoining; call SetStatus when
-// it is ready. A failed Start leaves the Membership stopped: make a new one
-// to try again.
+// new cluster. One round dials the seeds in turn, each for up to
+// Timings.TCPTimeout, so a seed that drops packets can make Start outlast
+// ctx by that much. The silo is announced as StatusJoining; call SetStatus
+// when it is ready. A failed Start leaves the Membership stopped: make a
+// new one to try again.
 func (m *Membership) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.mu.started {

@@ -14,10 +14,12 @@ var ErrSubscriptionClosed = errors.New("cluster: subscription closed")
 // Subscription queues the membership events that follow the View returned
 // with it. Events are queued by memberlist's own goroutines without ever
 // blocking them, so a slow subscriber cannot stall gossip or failure
-// detection: the queue holds every joined, left and failed event since the
-// last Take, and at most one updated event per member (a newer update of a
-// member replaces an older one still queued, keeping the order of the
-// rest). Methods are safe for concurrent use.
+// detection. The queue keeps every joined, left and failed event since the
+// last Take; an updated event replaces the member's previous queued event
+// when that is an update too, so between two departures or joins of a
+// member at most one of its updates waits, and a subscriber that stops
+// reading holds one update per member plus the churn. Methods are safe for
+// concurrent use.
 type Subscription struct {
 	owner *Membership
 	ready chan struct{} // holds a value while events are queued; closed on close
