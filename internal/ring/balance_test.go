@@ -11,13 +11,9 @@ import (
 
 // shares returns each silo's fraction of the hash space.
 func shares(r *Ring) []float64 {
-	var out []float64
-	for _, s := range r.Silos() {
-		var n float64
-		for _, x := range r.Ranges(s.ID) {
-			n += float64(x.Last-x.First) + 1
-		}
-		out = append(out, n/math.Exp2(64))
+	out := make([]float64, r.Len())
+	for _, s := range r.segments() {
+		out[s.owner] += (float64(s.Last-s.First) + 1) / math.Exp2(64)
 	}
 	return out
 }
