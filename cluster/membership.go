@@ -234,9 +234,10 @@ func (m *Membership) shutdown(ctx context.Context, graceful bool) error {
 
 // leave is the graceful part of Stop.
 func (m *Membership) leave(ctx context.Context, ml *memberlist.Memberlist) error {
-	state := m.pub.wanted()
-	state.Status = StatusShuttingDown
-	m.publish(state)
+	// The publisher's goroutine has ended: record the status for Local and
+	// publish it from here.
+	m.pub.update(func(l *localState) { l.Status = StatusShuttingDown })
+	m.publish(m.pub.wanted())
 
 	m.announceLeave(ctx, ml)
 

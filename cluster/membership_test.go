@@ -189,6 +189,7 @@ func TestAGracefulStopIsSeenAsLeft(t *testing.T) {
 	}
 	assert.ErrorIs(t, err, ErrSubscriptionClosed)
 
+	assert.Equal(t, StatusShuttingDown, ms[2].Local().Status)
 	assert.NoError(t, ms[2].Stop(ctx), "Stop twice")
 	ms[2].Kill()
 	assert.ErrorIs(t, ms[2].SetStatus(StatusActive), ErrStopped)
