@@ -80,7 +80,7 @@ func probes(rng *rand.Rand, pts []naivePoint) []uint64 {
 
 func TestOwnerMatchesNaiveModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for round := range 200 {
+	for round := range 100 {
 		silos := randomSilos(rng, rng.IntN(8))
 		vnodes := 1 + rng.IntN(40)
 		r := New(silos, vnodes)
@@ -223,7 +223,7 @@ func churn(rng *rand.Rand, silos []Silo) []Silo {
 
 func TestDiffMatchesNaiveModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for round := range 200 {
+	for round := range 100 {
 		vnodes := 1 + rng.IntN(30)
 		before := randomSilos(rng, rng.IntN(7))
 		after := churn(rng, before)
