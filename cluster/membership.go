@@ -1,0 +1,570 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/granary-go/granary/clock"
+)
+
+// Errors returned by Membership.
+var (
+	// ErrStarted is returned by a second Start.
+	ErrStarted = errors.New("cluster: membership already started")
+	// ErrStopped is returned by calls after Stop or Kill, and by a Start
+	// that Stop or Kill interrupted.
+	ErrStopped = errors.New("cluster: membership stopped")
+	// ErrJoin is returned by Start when no seed answered before its context
+	// ended, which is also what a wrong cluster id or secret looks like.
+	ErrJoin = errors.New("cluster: could not join the cluster")
+	// ErrInvalidStatus is returned by SetStatus for a value that is not one
+	// of the Status constants.
+	ErrInvalidStatus = errors.New("cluster: invalid status")
+)
+
+// Membership is this silo's place in the cluster: it runs memberlist, keeps
+// the local view of the live silos, publishes this silo's metadata and
+// delivers membership events. Create it with New, then Start; leave with
+// Stop, or die abruptly with Kill. Its methods are safe for concurrent use.
+type Membership struct {
+	opts  Options
+	log   *slog.Logger
+	clock clock.Clock
+	pub   *publisher
+	meta  atomic.Pointer[[]byte] // what NodeMeta hands memberlist
+
+	quit     chan struct{} // closed by Stop and Kill: abandons a join
+	quitOnce sync.Once
+	downOnce sync.Once
+	downErr  error
+
+	// mu is taken inside memberlist's callbacks, which hold memberlist's
+	// own lock: never call into memberlist while holding it.
+	mu struct {
+		sync.Mutex
+		started      bool
+		startDone    chan struct{} // closed when Start returns
+		ml           *memberlist.Memberlist
+		gossip       string
+		publishing   bool
+		stopped      bool // memberlist is shut down: callbacks are ignored
+		view         *view
+		subs         map[*Subscription]struct{}
+		leaveAwaited map[string]struct{} // members yet to confirm our leave notice
+		leaveSeen    chan struct{}       // closed when leaveAwaited empties
+	}
+}
+
+// New returns a Membership for opts; it does no I/O. It applies
+// EnsureDefaults and returns Validate's errors.
+func New(opts Options, optFns ...Option) (*Membership, error) {
+	d := deps{log: slog.Default(), clock: clock.Real{}}
+	for _, fn := range optFns {
+		fn(&d)
+	}
+	opts.EnsureDefaults()
+	if opts.Generation == 0 {
+		opts.Generation = d.clock.Now().UnixNano()
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.Seeds = slices.Clone(opts.Seeds)
+	opts.Secret = slices.Clone(opts.Secret)
+	m := &Membership{
+		opts:  opts,
+		log:   d.log.With("silo", opts.SiloID),
+		clock: d.clock,
+		quit:  make(chan struct{}),
+	}
+	m.mu.view = newView(m.log)
+	m.mu.subs = map[*Subscription]struct{}{}
+	initial := localState{Status: StatusJoining}
+	m.pub = newPublisher(d.clock, opts.Timings.MetaUpdateInterval, initial, m.publish)
+	m.storeMeta(initial)
+	return m, nil
+}
+
+// Start starts memberlist on Options.BindAddress and joins the cluster
+// through Options.Seeds, retrying every Timings.JoinRetryInterval until one
+// answers or ctx ends (ErrJoin). With no seed but itself, the silo starts a
+// new cluster. One round dials the seeds in turn, each for up to
+// Timings.TCPTimeout, so a seed that drops packets can make Start outlast
+// ctx by that much. The silo is announced as StatusJoining; call SetStatus
+// when it is ready. A failed Start leaves the Membership stopped: make a
+// new one to try again.
+func (m *Membership) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.mu.started {
+		m.mu.Unlock()
+		return ErrStarted
+	}
+	m.mu.started = true
+	done := make(chan struct{})
+	m.mu.startDone = done
+	m.mu.Unlock()
+	defer close(done)
+
+	select {
+	case <-m.quit:
+		return ErrStopped
+	default:
+	}
+	m.storeMeta(m.pub.wanted())
+	ml, err := memberlist.Create(m.memberlistConfig())
+	if err != nil {
+		m.shutdown(ctx, false)
+		return fmt.Errorf("cluster: starting memberlist on %s: %w", m.opts.BindAddress, err)
+	}
+	gossip := ml.LocalNode().Address()
+	m.mu.Lock()
+	m.mu.ml, m.mu.gossip, m.mu.publishing = ml, gossip, true
+	m.mu.Unlock()
+	m.pub.start()
+	m.log.Info("cluster: membership started", "gossip", gossip, "generation", m.opts.Generation, "cluster", m.opts.ClusterID)
+
+	if err := m.join(ctx, ml, gossip); err != nil {
+		if !errors.Is(err, ErrStopped) { // Stop and Kill shut down themselves
+			m.shutdown(ctx, false)
+		}
+		return err
+	}
+	return nil
+}
+
+// join dials the seeds until one answers.
+func (m *Membership) join(ctx context.Context, ml *memberlist.Memberlist, self string) error {
+	var seeds []string
+	for _, s := range m.opts.Seeds {
+		if s != self && s != m.opts.BindAddress {
+			seeds = append(seeds, s)
+		}
+	}
+	if len(seeds) == 0 {
+		m.log.Info("cluster: no seed but this silo: starting a new cluster")
+		return nil
+	}
+	for attempt := 1; ; attempt++ {
+		n, err := ml.Join(seeds)
+		if n > 0 {
+			m.log.Info("cluster: joined", "seeds", seeds, "answered", n, "attempts", attempt)
+			return nil
+		}
+		m.log.Debug("cluster: no seed answered", "seeds", seeds, "attempt", attempt, "err", err)
+		wait := make(chan struct{})
+		timer := m.clock.AfterFunc(m.opts.Timings.JoinRetryInterval, func() { close(wait) })
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("%w: no seed of %v answered in %d attempts: %w (last: %v)", ErrJoin, seeds, attempt, ctx.Err(), err)
+		case <-m.quit:
+			timer.Stop()
+			return ErrStopped
+		}
+	}
+}
+
+// Stop leaves the cluster gracefully: it publishes StatusShuttingDown,
+// tells every member it is leaving and waits (up to Timings.LeaveTimeout)
+// until each confirms, so that they report EventLeft rather than
+// EventFailed; then it broadcasts memberlist's leave and shuts memberlist
+// down. ctx bounds the waits. Subscriptions are closed. Stop interrupts a
+// Start in progress, does nothing before Start, and is safe to call twice.
+func (m *Membership) Stop(ctx context.Context) error { return m.halt(ctx, true) }
+
+// Kill shuts memberlist down without a word, as a crash would: the others
+// detect the silo as failed after the failure detection time. It is meant
+// for tests. Subscriptions are closed. Safe to call twice and after Stop.
+func (m *Membership) Kill() { _ = m.halt(context.Background(), false) }
+
+func (m *Membership) halt(ctx context.Context, graceful bool) error {
+	m.quitOnce.Do(func() { close(m.quit) })
+	m.mu.Lock()
+	started := m.mu.startDone
+	m.mu.Unlock()
+	if started != nil {
+		<-started // Start returns soon once quit is closed
+	}
+	return m.shutdown(ctx, graceful)
+}
+
+// shutdown runs once, by whichever of Start, Stop and Kill gets there first.
+func (m *Membership) shutdown(ctx context.Context, graceful bool) error {
+	m.downOnce.Do(func() {
+		m.quitOnce.Do(func() { close(m.quit) })
+		m.mu.Lock()
+		ml, publishing := m.mu.ml, m.mu.publishing
+		m.mu.Unlock()
+		if publishing {
+			m.pub.stop()
+		}
+		if ml != nil {
+			if graceful {
+				m.downErr = m.leave(ctx, ml)
+			}
+			if err := ml.Shutdown(); err != nil {
+				m.downErr = errors.Join(m.downErr, fmt.Errorf("cluster: shutting memberlist down: %w", err))
+			}
+		}
+		m.mu.Lock()
+		m.mu.stopped = true
+		subs := m.mu.subs
+		m.mu.subs = map[*Subscription]struct{}{}
+		m.mu.Unlock()
+		for s := range subs {
+			s.close()
+		}
+		if ml != nil {
+			m.log.Info("cluster: membership stopped", "graceful", graceful)
+		}
+	})
+	return m.downErr
+}
+
+// leave is the graceful part of Stop.
+func (m *Membership) leave(ctx context.Context, ml *memberlist.Memberlist) error {
+	// The publisher's goroutine has ended: record the status for Local and
+	// publish it from here.
+	m.pub.update(func(l *localState) { l.Status = StatusShuttingDown })
+	m.publish(m.pub.wanted())
+
+	m.announceLeave(ctx, ml)
+
+	timeout := m.opts.Timings.LeaveTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(deadline))
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("cluster: no time left to broadcast the leave: %w", ctx.Err())
+	}
+	if err := ml.Leave(timeout); err != nil {
+		return fmt.Errorf("cluster: broadcasting the leave: %w", err)
+	}
+	return nil
+}
+
+// announceLeave sends a leave notice to every member of the view over TCP
+// and waits until each has confirmed, left, or could not be reached. A
+// member that recorded the notice reports our departure as EventLeft; one
+// that did not can only report EventFailed, which is the safe reading for a
+// silo that may not have handed its directory range over.
+func (m *Membership) announceLeave(ctx context.Context, ml *memberlist.Memberlist) {
+	self := m.opts.SiloID
+	m.mu.Lock()
+	m.mu.view.markLeaving(self, m.opts.Generation)
+	m.mu.leaveAwaited = map[string]struct{}{}
+	var targets []memberlist.Node
+	for id, member := range m.mu.view.members {
+		if id == self {
+			continue
+		}
+		m.mu.leaveAwaited[id] = struct{}{}
+		host, port := splitIPPort(member.GossipAddress)
+		// Built from the view, never from ml.Members(), whose nodes
+		// memberlist keeps mutating.
+		targets = append(targets, memberlist.Node{Name: id, Addr: net.ParseIP(host), Port: uint16(port)})
+	}
+	seen := make(chan struct{})
+	m.mu.leaveSeen = seen
+	if len(targets) == 0 {
+		close(seen)
+		m.mu.leaveSeen = nil
+	}
+	m.mu.Unlock()
+
+	notice := encodeLeave(leaveMessage{Kind: msgLeaving, ID: self, Generation: m.opts.Generation})
+	var wg sync.WaitGroup
+	for _, n := range targets {
+		wg.Go(func() {
+			if err := ml.SendReliable(&n, notice); err != nil {
+				m.log.Debug("cluster: could not send the leave notice", "member", n.Name, "err", err)
+				m.leaveConfirmed(n.Name)
+			}
+		})
+	}
+
+	wait := make(chan struct{})
+	timer := m.clock.AfterFunc(m.opts.Timings.LeaveTimeout, func() { close(wait) })
+	select {
+	case <-seen:
+	case <-ctx.Done():
+	case <-wait:
+	}
+	timer.Stop()
+	wg.Wait()
+
+	m.mu.Lock()
+	if missing := len(m.mu.leaveAwaited); missing > 0 {
+		m.log.Warn("cluster: leaving without every member's confirmation; they will report a failure", "missing", missing)
+	}
+	m.mu.leaveAwaited, m.mu.leaveSeen = nil, nil
+	m.mu.Unlock()
+}
+
+// leaveConfirmed stops waiting for member id's confirmation.
+func (m *Membership) leaveConfirmed(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.leaveConfirmedLocked(id)
+}
+
+func (m *Membership) leaveConfirmedLocked(id string) {
+	if m.mu.leaveAwaited == nil {
+		return
+	}
+	delete(m.mu.leaveAwaited, id)
+	if len(m.mu.leaveAwaited) == 0 && m.mu.leaveSeen != nil {
+		close(m.mu.leaveSeen)
+		m.mu.leaveSeen = nil
+	}
+}
+
+// SetStatus announces the silo's status to the cluster at once (without the
+// rate limit of load updates). It returns ErrStopped after Stop or Kill.
+func (m *Membership) SetStatus(s Status) error {
+	if !s.valid() {
+		return fmt.Errorf("%w: %d", ErrInvalidStatus, uint8(s))
+	}
+	if m.isStopped() {
+		return ErrStopped
+	}
+	m.pub.update(func(l *localState) { l.Status = s })
+	return nil
+}
+
+// SetLoad sets the load figure (activation count) the silo publishes for
+// placement. Publications are rate-limited to one per
+// Timings.MetaUpdateInterval; the latest value set wins. Negative values
+// count as zero. It never blocks.
+func (m *Membership) SetLoad(n int64) {
+	m.pub.update(func(l *localState) { l.Load = max(n, 0) })
+}
+
+func (m *Membership) isStopped() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.stopped
+}
+
+// Local returns this silo as it announces itself, with the latest status
+// and load set, whether or not they have been published yet.
+func (m *Membership) Local() Member {
+	state := m.pub.wanted()
+	return Member{
+		ID:            m.opts.SiloID,
+		Generation:    m.opts.Generation,
+		Address:       m.opts.Address,
+		Gateway:       m.opts.Gateway,
+		Status:        state.Status,
+		Load:          state.Load,
+		GossipAddress: m.GossipAddress(),
+	}
+}
+
+// GossipAddress returns the address memberlist listens on, with the port
+// chosen when BindAddress asked for port 0; "" before Start. Other silos
+// list it in their Seeds.
+func (m *Membership) GossipAddress() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.gossip
+}
+
+// View returns a snapshot of the local view.
+func (m *Membership) View() View {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.view.snapshot()
+}
+
+// Subscribe returns the current view and a Subscription that receives every
+// event after it. Close the subscription when done; Stop and Kill close it.
+func (m *Membership) Subscribe() (View, *Subscription) {
+	s := newSubscription(m)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.stopped {
+		s.close()
+	} else {
+		m.mu.subs[s] = struct{}{}
+	}
+	return m.mu.view.snapshot(), s
+}
+
+func (m *Membership) unsubscribe(s *Subscription) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.mu.subs, s)
+}
+
+// publish hands state to memberlist; it runs on the publisher's goroutine,
+// and once more from Stop after that goroutine ended.
+func (m *Membership) publish(state localState) {
+	m.storeMeta(state)
+	m.mu.Lock()
+	ml := m.mu.ml
+	m.mu.Unlock()
+	// UpdateNode waits until the update has been broadcast once; the
+	// update stays queued for gossip if the wait times out.
+	if err := ml.UpdateNode(5 * m.opts.Timings.GossipInterval); err != nil {
+		m.log.Debug("cluster: metadata update not yet broadcast", "status", state.Status, "load", state.Load, "err", err)
+	}
+}
+
+func (m *Membership) storeMeta(state localState) {
+	b := encodeMeta(nodeMeta{
+		Generation: m.opts.Generation,
+		Address:    m.opts.Address,
+		Gateway:    m.opts.Gateway,
+		Status:     state.Status,
+		Load:       state.Load,
+	})
+	m.meta.Store(&b)
+}
+
+// apply runs a change of the view under the lock and hands its events to
+// the subscribers, without blocking; it returns them for logging.
+func (m *Membership) apply(change func(v *view) []Event) {
+	m.mu.Lock()
+	if m.mu.stopped {
+		m.mu.Unlock()
+		return
+	}
+	events := change(m.mu.view)
+	for _, e := range events {
+		if e.Kind == EventLeft || e.Kind == EventFailed {
+			m.leaveConfirmedLocked(e.Member.ID) // it will not confirm anything now
+		}
+	}
+	if len(events) > 0 {
+		for s := range m.mu.subs {
+			s.push(events)
+		}
+	}
+	m.mu.Unlock()
+	for _, e := range events {
+		level := slog.LevelInfo
+		if e.Kind == EventUpdated {
+			level = slog.LevelDebug
+		}
+		m.log.Log(context.Background(), level, "cluster: member "+e.Kind.String(),
+			"member", e.Member.ID, "generation", e.Member.Generation, "status", e.Member.Status,
+			"load", e.Member.Load, "version", e.Version)
+	}
+}
+
+// handleMessage handles a membership message from another silo.
+func (m *Membership) handleMessage(b []byte) {
+	msg, err := decodeLeave(b)
+	if err != nil {
+		m.log.Warn("cluster: dropping a membership message", "err", err)
+		return
+	}
+	self := m.opts.SiloID
+	switch msg.Kind {
+	case msgLeavingSeen:
+		if msg.ID == self && msg.Generation == m.opts.Generation {
+			m.leaveConfirmed(msg.Acker)
+		}
+	case msgLeaving:
+		if msg.ID == self {
+			return
+		}
+		m.mu.Lock()
+		recorded := !m.mu.stopped && m.mu.view.markLeaving(msg.ID, msg.Generation)
+		leaver, _ := m.mu.view.member(msg.ID)
+		ml := m.mu.ml
+		m.mu.Unlock()
+		if !recorded || ml == nil {
+			return // a silo this view does not show cannot be misreported
+		}
+		m.log.Debug("cluster: member announced its leave", "member", msg.ID, "generation", msg.Generation)
+		ack := encodeLeave(leaveMessage{Kind: msgLeavingSeen, ID: msg.ID, Generation: msg.Generation, Acker: self})
+		// One UDP packet, sent from memberlist's receiving goroutine: it
+		// does not block, and a lost one only makes the leaver wait longer.
+		if err := ml.SendToAddress(memberlist.Address{Addr: leaver.GossipAddress, Name: msg.ID}, ack); err != nil {
+			m.log.Debug("cluster: could not confirm a leave notice", "member", msg.ID, "err", err)
+		}
+	}
+}
+
+func (m *Membership) memberlistConfig() *memberlist.Config {
+	c := memberlist.DefaultLANConfig()
+	c.Name = m.opts.SiloID
+	host, port := splitIPPort(m.opts.BindAddress)
+	c.BindAddr, c.BindPort = host, port
+	c.AdvertiseAddr, c.AdvertisePort = "", port // memberlist sets the port it bound for port 0
+	if m.opts.AdvertiseAddress != "" {
+		c.AdvertiseAddr, c.AdvertisePort = splitIPPort(m.opts.AdvertiseAddress)
+	}
+	c.Label = labelPrefix + m.opts.ClusterID
+	if len(m.opts.Secret) > 0 {
+		c.SecretKey = gossipKey(m.opts.Secret, m.opts.ClusterID)
+	}
+	t := m.opts.Timings
+	c.ProbeInterval, c.ProbeTimeout = t.ProbeInterval, t.ProbeTimeout
+	c.IndirectChecks = t.IndirectChecks
+	c.SuspicionMult, c.SuspicionMaxTimeoutMult = t.SuspicionMult, t.SuspicionMaxTimeoutMult
+	c.AwarenessMaxMultiplier = t.AwarenessMaxMultiplier
+	c.GossipInterval, c.GossipNodes, c.GossipToTheDeadTime = t.GossipInterval, t.GossipNodes, t.GossipToTheDeadTime
+	c.RetransmitMult = t.RetransmitMult
+	c.PushPullInterval = t.PushPullInterval
+	c.TCPTimeout = t.TCPTimeout
+	c.DeadNodeReclaimTime = t.DeadNodeReclaimTime
+	c.Logger = memberlistLogger(m.log)
+	d := (*delegate)(m)
+	c.Delegate, c.Events = d, d
+	return c
+}
+
+// splitIPPort splits an address Validate accepted.
+func splitIPPort(addr string) (string, int) {
+	host, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	return host, n
+}
+
+// delegate is Membership as memberlist's Delegate and EventDelegate. Every
+// method runs on a memberlist goroutine, the event methods under
+// memberlist's lock, so none may block or call back into memberlist.
+type delegate Membership
+
+var (
+	_ memberlist.Delegate      = (*delegate)(nil)
+	_ memberlist.EventDelegate = (*delegate)(nil)
+)
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	b := *(*Membership)(d).meta.Load()
+	if len(b) > limit {
+		return nil // Validate keeps it within memberlist's limit
+	}
+	return b
+}
+
+func (d *delegate) NotifyMsg(b []byte)                         { (*Membership)(d).handleMessage(b) }
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+func (d *delegate) NotifyJoin(n *memberlist.Node)   { d.alive(n) }
+func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.alive(n) }
+func (d *delegate) NotifyLeave(n *memberlist.Node) {
+	(*Membership)(d).apply(func(v *view) []Event { return v.gone(n.Name) })
+}
+
+func (d *delegate) alive(n *memberlist.Node) {
+	addr := n.Address()
+	(*Membership)(d).apply(func(v *view) []Event { return v.alive(n.Name, addr, n.Meta) })
+}
