@@ -17,10 +17,24 @@ const DefaultMaxHops = 2
 
 // Locator decides where a grain lives: on this silo, or on which other.
 type Locator interface {
-	// Locate returns the silo that holds id's activation, or the one that
-	// should create it; "" (or the router's own name) means this silo.
-	// hint is the caller's placement hint, if any.
-	Locate(id actor.GrainID, hint string) (silo string, err error)
+	// Locate finds the silo that holds id's activation, or the one that
+	// should create it, and calls done with it once, maybe before Locate
+	// returns; "" (or the router's own name) means this silo. hint is the
+	// caller's placement hint, if any. done may run on any goroutine, and
+	// must not block.
+	Locate(id actor.GrainID, hint string, done func(silo string, err error))
+}
+
+// cachedLocator is a Locator that can answer from what it knows, without
+// I/O: the router asks it first, to spare the common case a callback.
+type cachedLocator interface {
+	Cached(id actor.GrainID) (silo string, ok bool)
+}
+
+// forgetter is a Locator that can be told a location it gave turned out
+// wrong.
+type forgetter interface {
+	Forget(id actor.GrainID)
 }
 
 // Links gives the connections to other silos.
@@ -46,6 +60,10 @@ type Router struct {
 	Links Links
 	// MaxHops caps forwarding; 0 means DefaultMaxHops.
 	MaxHops uint32
+	// Systems serve the requests addressed to the silo itself rather than
+	// to a grain (the directory, for one), by grain type. They run on the
+	// delivering goroutine and must not block.
+	Systems map[string]func(req *host.Request)
 
 	host Activator
 }
@@ -58,11 +76,25 @@ func (r *Router) SetHost(h Activator) { r.host = h }
 
 // Route implements host.Router.
 func (r *Router) Route(req *host.Request) {
+	if serve := r.Systems[req.Target.Type]; serve != nil {
+		serve(req)
+		return
+	}
 	if r.Locator == nil {
 		r.host.Activate(req)
 		return
 	}
-	silo, err := r.Locator.Locate(req.Target, req.Hint)
+	if c, ok := r.Locator.(cachedLocator); ok {
+		if silo, ok := c.Cached(req.Target); ok {
+			r.located(req, silo, nil)
+			return
+		}
+	}
+	r.Locator.Locate(req.Target, req.Hint, func(silo string, err error) { r.located(req, silo, err) })
+}
+
+// located sends req where the locator said its grain lives.
+func (r *Router) located(req *host.Request, silo string, err error) {
 	switch {
 	case err != nil:
 		req.Reply.Reply(req, nil, fmt.Errorf("%w: locate %s: %w", proxy.ErrUnavailable, req.Target, err))
@@ -70,6 +102,11 @@ func (r *Router) Route(req *host.Request) {
 	case silo == "" || silo == r.Self:
 		r.host.Activate(req)
 	default:
+		if req.Hint == "" {
+			// The silo it goes to activates the grain if it has no
+			// activation: the placement made here, not one of its own.
+			req.Hint = silo
+		}
 		r.Forward(req, silo)
 	}
 }
@@ -93,6 +130,9 @@ func (r *Router) Forward(req *host.Request, silo string) {
 	}
 	link, err := r.Links.Link(silo)
 	if err != nil {
+		if f, ok := r.Locator.(forgetter); ok {
+			f.Forget(req.Target)
+		}
 		req.Reply.Reply(req, nil, fmt.Errorf("%w: %s lives on silo %s: %w", proxy.ErrUnavailable, req.Target, silo, err))
 		req.Release()
 		return
@@ -138,20 +178,27 @@ func (l *StaticLocator) PlaceOthers(silo string) {
 	l.mu.fallback = silo
 }
 
-// Locate implements Locator.
-func (l *StaticLocator) Locate(id actor.GrainID, _ string) (string, error) {
+// Locate implements Locator; it answers before it returns.
+func (l *StaticLocator) Locate(id actor.GrainID, _ string, done func(string, error)) {
+	done(l.where(id), nil)
+}
+
+// Cached answers as Locate does, without a callback.
+func (l *StaticLocator) Cached(id actor.GrainID) (string, bool) { return l.where(id), true }
+
+func (l *StaticLocator) where(id actor.GrainID) string {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if silo, ok := l.mu.where[id]; ok {
-		return silo, nil
+		return silo
 	}
-	return l.mu.fallback, nil
+	return l.mu.fallback
 }
 
 // Register implements host.Directory: an activation here wins unless the
 // table puts the grain on another silo.
 func (l *StaticLocator) Register(id actor.GrainID, done func(string, error)) {
-	silo, _ := l.Locate(id, "")
+	silo := l.where(id)
 	if silo == l.self {
 		silo = ""
 	}

@@ -1,0 +1,508 @@
+// Package directory is the grain directory of a cluster: where each grain's
+// activation lives. It is partitioned over a consistent-hash ring of the
+// active silos (internal/ring): the owner of a grain's hash keeps its entry,
+// registration is first-writer-wins, and every silo keeps a cache of what it
+// looked up. The ring follows the membership view: a silo that gains a range
+// from a silo that is still alive holds requests for it until that silo hands
+// its entries over; one that gains a range from a silo that died rebuilds it
+// by asking every live silo what it hosts there, holding requests until it
+// has. Entries that point at a silo that died are dropped; no activation is
+// deactivated because a silo left, except a duplicate found while merging,
+// which loses to the entry registered first.
+package directory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/ring"
+	"github.com/granary-go/granary/placement"
+	"github.com/granary-go/granary/proxy"
+)
+
+// ServiceType is the grain type under which silos address each other's
+// directory partition.
+const ServiceType = "granary.system.directory.Directory"
+
+// Defaults of Options.
+const (
+	DefaultCallTimeout = 5 * time.Second
+	DefaultHandoffWait = 3 * time.Second
+	DefaultCacheSize   = 1 << 20
+)
+
+// Errors of the directory.
+var (
+	// ErrNoOwner: no active silo is in the view, so no one owns the grain.
+	ErrNoOwner = errors.New("directory: no active silo owns the grain")
+	// ErrClosed: the directory was closed.
+	ErrClosed = errors.New("directory: closed")
+)
+
+// codeNotOwner is the application code a silo answers a directory request
+// with when, by its view, another silo owns the grain: the caller's view is
+// behind or ahead, and it tries again.
+const codeNotOwner = 409
+
+// Activation is where an activation lives: a silo, in one incarnation.
+type Activation struct {
+	Silo       string
+	Generation int64
+}
+
+// Peers reaches the directory partitions of other silos.
+type Peers interface {
+	// Caller returns a caller whose calls reach silo.
+	Caller(silo string) (proxy.Caller, error)
+}
+
+// Host is what the directory needs of this silo's activation host.
+type Host interface {
+	// Active lists the grains active here.
+	Active() []actor.GrainID
+	// Deactivate deactivates the grain's activation here, if any.
+	Deactivate(id actor.GrainID) bool
+}
+
+// Options configure a Directory.
+type Options struct {
+	// Self is this silo, as the ring knows it.
+	Self ring.Silo
+	// VirtualNodes per silo on the ring; zero means ring.DefaultVirtualNodes.
+	VirtualNodes int
+	// CallTimeout bounds each request to another silo's partition,
+	// retries included. Default 5 s.
+	CallTimeout time.Duration
+	// HandoffWait is how long a silo that gains a range from a live silo
+	// waits for that silo's entries before it rebuilds the range itself.
+	// Default 3 s.
+	HandoffWait time.Duration
+	// CacheSize bounds the cache of looked-up locations. Default 1 Mi.
+	CacheSize int
+	// Strategy chooses the placement strategy of a grain type; nil means
+	// placement.Random for every type.
+	Strategy func(grainType string) placement.Strategy
+}
+
+// Directory is one silo's part of the grain directory. It implements
+// host.Directory (activations register and unregister through it) and
+// rpc's Locator (the router asks it where grains live), and serves the
+// requests other silos send to its partition (Serve). It is safe for
+// concurrent use.
+type Directory struct {
+	opts  Options
+	peers Peers
+	host  Host
+	clock clock.Clock
+	log   *slog.Logger
+	self  Activation
+
+	wg sync.WaitGroup // goroutines doing remote work
+	// done ends with the directory: it is the parent of the contexts of its
+	// own background requests, not a caller's context.
+	done   context.Context
+	cancel context.CancelFunc
+
+	mu struct {
+		sync.Mutex
+		closed    bool
+		ring      *ring.Ring
+		view      cluster.View
+		live      map[string]int64 // silo -> generation, every member of the view
+		partition map[actor.GrainID]Activation
+		holds     []hold
+		parked    []parked
+		cache     map[actor.GrainID]Activation
+		lookups   map[actor.GrainID][]func(string, error) // lookups in flight, coalesced
+		received  map[ring.Silo][]ring.Range              // ranges live silos handed over, should the view catch up later
+	}
+	stats counters
+}
+
+// hold is a range whose requests wait: for the handoff of a live silo
+// that owned it, or for a rebuild.
+type hold struct {
+	r          ring.Range
+	from       ring.Silo
+	rebuilding bool
+	timer      clock.Timer
+}
+
+// parked is an operation that waits for its grain's range to be released.
+type parked struct {
+	hash uint64
+	run  func()
+}
+
+type counters struct {
+	registrations, conflicts, lookups, remoteLookups, cacheHits atomic.Int64
+	handoffsSent, handoffsReceived, rebuilds, dropped           atomic.Int64
+}
+
+// Stats are a directory's counters.
+type Stats struct {
+	Partition        int   // entries this silo owns
+	Cached           int   // locations in the cache
+	Held             int   // ranges whose requests wait
+	Registrations    int64 // registrations this silo's partition decided
+	Conflicts        int64 // duplicates found while merging handoffs and rebuilds
+	Lookups          int64 // locations asked for
+	RemoteLookups    int64 // of them, asked of another silo
+	CacheHits        int64 // of them, answered by the cache
+	HandoffsSent     int64
+	HandoffsReceived int64
+	Rebuilds         int64 // ranges rebuilt after their owner died
+	Dropped          int64 // entries dropped because their silo died
+}
+
+// New returns the directory of the silo opts.Self. It does nothing until the
+// first SetView.
+func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Directory {
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.HandoffWait <= 0 {
+		opts.HandoffWait = DefaultHandoffWait
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
+	if c == nil {
+		c = clock.Real{}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	d := &Directory{opts: opts, peers: peers, host: h, clock: c, log: log,
+		self: Activation{Silo: opts.Self.ID, Generation: opts.Self.Generation}}
+	d.done, d.cancel = context.WithCancel(context.Background())
+	d.mu.ring = ring.New(nil, opts.VirtualNodes)
+	d.mu.live = make(map[string]int64)
+	d.mu.partition = make(map[actor.GrainID]Activation)
+	d.mu.cache = make(map[actor.GrainID]Activation)
+	d.mu.lookups = make(map[actor.GrainID][]func(string, error))
+	d.mu.received = make(map[ring.Silo][]ring.Range)
+	return d
+}
+
+// Stats returns the directory's counters.
+func (d *Directory) Stats() Stats {
+	d.mu.Lock()
+	partition, cached, held := len(d.mu.partition), len(d.mu.cache), len(d.mu.holds)
+	d.mu.Unlock()
+	s := &d.stats
+	return Stats{
+		Partition: partition, Cached: cached, Held: held,
+		Registrations: s.registrations.Load(), Conflicts: s.conflicts.Load(), Lookups: s.lookups.Load(),
+		RemoteLookups: s.remoteLookups.Load(), CacheHits: s.cacheHits.Load(),
+		HandoffsSent: s.handoffsSent.Load(), HandoffsReceived: s.handoffsReceived.Load(),
+		Rebuilds: s.rebuilds.Load(), Dropped: s.dropped.Load(),
+	}
+}
+
+// Close stops the directory's background work and fails what waits.
+func (d *Directory) Close() {
+	d.mu.Lock()
+	if d.mu.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.mu.closed = true
+	d.cancel()
+	for _, h := range d.mu.holds {
+		if h.timer != nil {
+			h.timer.Stop()
+		}
+	}
+	d.mu.holds = nil
+	parked := d.mu.parked
+	d.mu.parked = nil
+	lookups := d.mu.lookups
+	d.mu.lookups = make(map[actor.GrainID][]func(string, error))
+	d.mu.Unlock()
+	for _, p := range parked {
+		p.run() // released: each operation sees the directory closed
+	}
+	for _, dones := range lookups {
+		for _, done := range dones {
+			done("", ErrClosed)
+		}
+	}
+	d.wg.Wait()
+}
+
+// goRemote runs fn on a goroutine the directory owns, unless it is closed.
+func (d *Directory) goRemote(fn func(ctx context.Context)) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mu.closed {
+		return false
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		ctx, cancel := context.WithTimeout(d.done, d.opts.CallTimeout)
+		defer cancel()
+		fn(ctx)
+	}()
+	return true
+}
+
+// liveLocked reports whether a lives on a silo of the view.
+func (d *Directory) liveLocked(a Activation) bool {
+	gen, ok := d.mu.live[a.Silo]
+	return ok && gen == a.Generation
+}
+
+// ownerLocked returns the silo that owns h by this silo's view.
+func (d *Directory) ownerLocked(h uint64) (ring.Silo, bool) { return d.mu.ring.Owner(h) }
+
+// heldLocked reports whether h lies in a held range.
+func (d *Directory) heldLocked(h uint64) bool {
+	for _, hd := range d.mu.holds {
+		if hd.r.Contains(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// parkLocked makes run wait for h's range to be released.
+func (d *Directory) parkLocked(h uint64, run func()) {
+	d.mu.parked = append(d.mu.parked, parked{hash: h, run: run})
+}
+
+// winnerOf turns the grain's registered activation into what the host's
+// Register callback expects: "" for this silo's activation.
+func (d *Directory) winnerOf(a Activation) string {
+	if a == d.self {
+		return ""
+	}
+	return a.Silo
+}
+
+// cacheLocked remembers a grain's location, forgetting an arbitrary one
+// when the cache is full.
+func (d *Directory) cacheLocked(id actor.GrainID, a Activation) {
+	if _, ok := d.mu.cache[id]; !ok && len(d.mu.cache) >= d.opts.CacheSize {
+		for k := range d.mu.cache {
+			delete(d.mu.cache, k)
+			break
+		}
+	}
+	d.mu.cache[id] = a
+}
+
+// Forget drops the cached location of a grain, when a call to it found it
+// gone.
+func (d *Directory) Forget(id actor.GrainID) {
+	d.mu.Lock()
+	delete(d.mu.cache, id)
+	d.mu.Unlock()
+}
+
+// Moved records that a grain lives on silo, as a reply relayed through
+// another silo said.
+func (d *Directory) Moved(id actor.GrainID, silo string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if gen, ok := d.mu.live[silo]; ok {
+		d.cacheLocked(id, Activation{Silo: silo, Generation: gen})
+	}
+}
+
+// Cached returns the silo a grain's activation was last seen on, when it is
+// known and that silo is live. It does no I/O.
+func (d *Directory) Cached(id actor.GrainID) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.mu.cache[id]
+	if !ok || !d.liveLocked(a) || a == d.self {
+		return "", false // this silo's own activations are found by the host, not here
+	}
+	d.stats.cacheHits.Add(1)
+	return a.Silo, true
+}
+
+// place chooses the silo for a new activation of id among the active
+// silos of the view.
+func (d *Directory) place(id actor.GrainID, hint string) (string, error) {
+	d.mu.Lock()
+	candidates := make([]placement.Candidate, 0, len(d.mu.view.Members))
+	for _, m := range d.mu.view.Members {
+		if m.Status == cluster.StatusActive {
+			candidates = append(candidates, placement.Candidate{Silo: m.ID, Load: m.Load})
+		}
+	}
+	d.mu.Unlock()
+	var strategy placement.Strategy = placement.Random{}
+	if d.opts.Strategy != nil {
+		if s := d.opts.Strategy(id.Type); s != nil {
+			strategy = s
+		}
+	}
+	silo, err := placement.Place(strategy, &placement.Request{Grain: id, Candidates: candidates, Local: d.self.Silo, Hint: hint})
+	if err != nil {
+		return "", fmt.Errorf("directory: place %s: %w", id, err)
+	}
+	return silo, nil
+}
+
+// Locate implements the router's Locator: it finds the silo that holds
+// id's activation, or, when the grain has none, the silo placement
+// chooses for it. done is called once, maybe before Locate returns.
+func (d *Directory) Locate(id actor.GrainID, hint string, done func(silo string, err error)) {
+	d.stats.lookups.Add(1)
+	h := ring.Hash(id)
+	d.mu.Lock()
+	if d.mu.closed {
+		d.mu.Unlock()
+		done("", ErrClosed)
+		return
+	}
+	if a, ok := d.mu.cache[id]; ok && d.liveLocked(a) && a != d.self {
+		d.mu.Unlock()
+		d.stats.cacheHits.Add(1)
+		done(a.Silo, nil)
+		return
+	}
+	if waiting, ok := d.mu.lookups[id]; ok {
+		d.mu.lookups[id] = append(waiting, done)
+		d.mu.Unlock()
+		return
+	}
+	owner, ok := d.ownerLocked(h)
+	if !ok {
+		d.mu.Unlock()
+		done("", ErrNoOwner)
+		return
+	}
+	if owner.ID == d.self.Silo {
+		if d.heldLocked(h) {
+			d.parkLocked(h, func() { d.Locate(id, hint, done) })
+			d.mu.Unlock()
+			return
+		}
+		a, found := d.mu.partition[id]
+		found = found && d.liveLocked(a)
+		if found {
+			d.cacheLocked(id, a)
+		}
+		d.mu.Unlock()
+		if found {
+			done(a.Silo, nil)
+			return
+		}
+		done(d.place(id, hint))
+		return
+	}
+	d.mu.lookups[id] = []func(string, error){done}
+	d.mu.Unlock()
+	d.stats.remoteLookups.Add(1)
+	if !d.goRemote(func(ctx context.Context) { d.remoteLookup(ctx, id, hint) }) {
+		d.finishLookup(id, "", ErrClosed)
+	}
+}
+
+// finishLookup answers every Locate waiting for id's lookup.
+func (d *Directory) finishLookup(id actor.GrainID, silo string, err error) {
+	d.mu.Lock()
+	dones := d.mu.lookups[id]
+	delete(d.mu.lookups, id)
+	d.mu.Unlock()
+	for _, done := range dones {
+		done(silo, err)
+	}
+}
+
+// Register implements host.Directory: it records this silo's activation of
+// id with the grain's owner, first writer winning.
+func (d *Directory) Register(id actor.GrainID, done func(winner string, err error)) {
+	h := ring.Hash(id)
+	d.mu.Lock()
+	if d.mu.closed {
+		d.mu.Unlock()
+		done("", ErrClosed)
+		return
+	}
+	owner, ok := d.ownerLocked(h)
+	if !ok {
+		d.mu.Unlock()
+		done("", ErrNoOwner)
+		return
+	}
+	if owner.ID == d.self.Silo {
+		if d.heldLocked(h) {
+			d.parkLocked(h, func() { d.Register(id, done) })
+			d.mu.Unlock()
+			return
+		}
+		winner := d.registerLocked(id, d.self)
+		d.cacheLocked(id, winner)
+		d.mu.Unlock()
+		done(d.winnerOf(winner), nil)
+		return
+	}
+	d.mu.Unlock()
+	if !d.goRemote(func(ctx context.Context) {
+		winner, err := d.remoteRegister(ctx, id)
+		if err != nil {
+			done("", err)
+			return
+		}
+		d.mu.Lock()
+		d.cacheLocked(id, winner)
+		d.mu.Unlock()
+		done(d.winnerOf(winner), nil)
+	}) {
+		done("", ErrClosed)
+	}
+}
+
+// registerLocked decides a registration in this silo's partition: the
+// grain's live activation if it has one, else a.
+func (d *Directory) registerLocked(id actor.GrainID, a Activation) Activation {
+	d.stats.registrations.Add(1)
+	if cur, ok := d.mu.partition[id]; ok && d.liveLocked(cur) {
+		return cur
+	}
+	d.mu.partition[id] = a
+	return a
+}
+
+// Unregister implements host.Directory: it removes this silo's activation
+// of id from the grain's owner.
+func (d *Directory) Unregister(id actor.GrainID) {
+	h := ring.Hash(id)
+	d.mu.Lock()
+	if d.mu.cache[id] == d.self {
+		delete(d.mu.cache, id)
+	}
+	if d.mu.closed {
+		d.mu.Unlock()
+		return
+	}
+	owner, ok := d.ownerLocked(h)
+	if ok && owner.ID == d.self.Silo {
+		if d.mu.partition[id] == d.self {
+			delete(d.mu.partition, id)
+		}
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Unlock()
+	d.goRemote(func(ctx context.Context) { d.remoteUnregister(ctx, id) })
+}
+
+// randomDelay is a short pause between tries of a request another silo
+// refused because its view differs from this one's.
+func randomDelay() time.Duration { return time.Duration(5+rand.IntN(20)) * time.Millisecond }

@@ -1,0 +1,411 @@
+package directory
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/ring"
+	"github.com/granary-go/granary/internal/rpc"
+	"github.com/granary-go/granary/proxy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fakeHost is a silo's activation host as the directory sees it.
+type fakeHost struct {
+	mu          sync.Mutex
+	active      map[actor.GrainID]bool
+	deactivated []actor.GrainID
+}
+
+func (h *fakeHost) Active() []actor.GrainID {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []actor.GrainID
+	for id := range h.active {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (h *fakeHost) Deactivate(id actor.GrainID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.deactivated = append(h.deactivated, id)
+	ok := h.active[id]
+	delete(h.active, id)
+	return ok
+}
+
+func (h *fakeHost) activate(id actor.GrainID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.active[id] = true
+}
+
+// fakeCluster is silos whose directories reach each other in process,
+// through the call path silos use among themselves minus the network.
+type fakeCluster struct {
+	t     *testing.T
+	mu    sync.Mutex
+	silos map[string]*fakeSilo
+	order []string
+	down  map[string]bool // silos whose partitions do not answer
+}
+
+type fakeSilo struct {
+	id   string
+	gen  int64
+	dir  *Directory
+	host *fakeHost
+}
+
+// serveOf delivers a silo's directory requests to its partition.
+type serveOf struct {
+	c  *fakeCluster
+	to string
+}
+
+func (s serveOf) Deliver(req *host.Request) {
+	s.c.mu.Lock()
+	target, down := s.c.silos[s.to], s.c.down[s.to]
+	s.c.mu.Unlock()
+	if target == nil || down {
+		req.Reply.Reply(req, nil, fmt.Errorf("%w: %s is down", proxy.ErrUnavailable, s.to))
+		req.Release()
+		return
+	}
+	target.dir.Serve(req)
+}
+
+type peersOf struct{ c *fakeCluster }
+
+func (p peersOf) Caller(silo string) (proxy.Caller, error) {
+	l := rpc.NewLocalCaller(serveOf{p.c, silo}, func() time.Duration { return time.Second }, nil, 0)
+	return l, nil
+}
+
+func newFakeCluster(t *testing.T, ids ...string) *fakeCluster {
+	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool)}
+	for _, id := range ids {
+		c.add(id, 1)
+	}
+	c.setView()
+	return c
+}
+
+func (c *fakeCluster) add(id string, gen int64) *fakeSilo {
+	s := &fakeSilo{id: id, gen: gen, host: &fakeHost{active: make(map[actor.GrainID]bool)}}
+	s.dir = New(Options{Self: ring.Silo{ID: id, Generation: gen}, CallTimeout: 2 * time.Second, HandoffWait: 200 * time.Millisecond},
+		peersOf{c}, s.host, nil, quiet)
+	c.t.Cleanup(s.dir.Close)
+	c.mu.Lock()
+	c.silos[id] = s
+	c.order = append(c.order, id)
+	c.mu.Unlock()
+	return s
+}
+
+var viewVersion uint64
+
+// view is the membership view of the silos in c, all active but those
+// listed as joining.
+func (c *fakeCluster) view(joining ...string) cluster.View {
+	statuses := make(map[string]cluster.Status)
+	for _, id := range joining {
+		statuses[id] = cluster.StatusJoining
+	}
+	return c.viewWith(statuses)
+}
+
+// viewWith is the view of the silos in c, active unless statuses says
+// otherwise.
+func (c *fakeCluster) viewWith(statuses map[string]cluster.Status) cluster.View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	viewVersion++
+	v := cluster.View{Version: viewVersion}
+	for _, id := range c.order {
+		s := c.silos[id]
+		st := cluster.StatusActive
+		if o, ok := statuses[id]; ok {
+			st = o
+		}
+		v.Members = append(v.Members, cluster.Member{ID: id, Generation: s.gen, Status: st})
+	}
+	sort.Slice(v.Members, func(i, j int) bool { return v.Members[i].ID < v.Members[j].ID })
+	return v
+}
+
+// setView gives every silo the same view.
+func (c *fakeCluster) setView(joining ...string) {
+	v := c.view(joining...)
+	for _, s := range c.all() {
+		s.dir.SetView(v)
+	}
+}
+
+func (c *fakeCluster) all() []*fakeSilo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*fakeSilo, 0, len(c.order))
+	for _, id := range c.order {
+		out = append(out, c.silos[id])
+	}
+	return out
+}
+
+// kill removes a silo as a crash does: its partition and activations are
+// gone, and the others learn it from the view.
+func (c *fakeCluster) kill(id string) {
+	c.mu.Lock()
+	s := c.silos[id]
+	delete(c.silos, id)
+	c.order = slices.DeleteFunc(c.order, func(o string) bool { return o == id })
+	c.mu.Unlock()
+	s.dir.Close()
+	c.setView()
+}
+
+func register(t *testing.T, s *fakeSilo, id actor.GrainID) string {
+	t.Helper()
+	done := make(chan string, 1)
+	s.dir.Register(id, func(winner string, err error) {
+		require.NoError(t, err)
+		done <- winner
+	})
+	select {
+	case w := <-done:
+		if w == "" {
+			s.host.activate(id)
+		}
+		return w
+	case <-time.After(10 * time.Second):
+		t.Fatal("Register did not answer")
+		return ""
+	}
+}
+
+func locate(t *testing.T, s *fakeSilo, id actor.GrainID, hint string) string {
+	t.Helper()
+	done := make(chan string, 1)
+	s.dir.Locate(id, hint, func(silo string, err error) {
+		require.NoError(t, err)
+		done <- silo
+	})
+	select {
+	case silo := <-done:
+		return silo
+	case <-time.After(10 * time.Second):
+		t.Fatal("Locate did not answer")
+		return ""
+	}
+}
+
+func grain(i int) actor.GrainID { return actor.GrainID{Type: "test.G", Key: fmt.Sprint("k", i)} }
+
+// grainsOwnedBy returns n grains whose hash the given silo owns in a ring of
+// ids.
+func grainsOwnedBy(owner string, n int, ids ...string) []actor.GrainID {
+	var silos []ring.Silo
+	for _, id := range ids {
+		silos = append(silos, ring.Silo{ID: id, Generation: 1})
+	}
+	r := ring.New(silos, 0)
+	var out []actor.GrainID
+	for i := 0; len(out) < n; i++ {
+		if o, _ := r.OwnerOf(grain(i)); o.ID == owner {
+			out = append(out, grain(i))
+		}
+	}
+	return out
+}
+
+func TestTheFirstRegistrationWinsWhereverItComesFrom(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	silos := c.all()
+	for i := range 50 {
+		id := grain(i)
+		first := silos[i%3]
+		assert.Empty(t, register(t, first, id), "the first registration of %s wins", id)
+		for _, other := range silos {
+			if other != first {
+				assert.Equal(t, first.id, register(t, other, id), "a later one learns the winner")
+				assert.Equal(t, first.id, locate(t, other, id, ""), "and so does a lookup")
+			}
+		}
+	}
+	total := 0
+	for _, s := range silos {
+		total += s.dir.Stats().Partition
+	}
+	assert.Equal(t, 50, total, "each grain has one entry, at its owner")
+}
+
+func TestAGrainWithoutAnActivationIsPlacedAndHintsWin(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	a := c.all()[0]
+	assert.Equal(t, "c", locate(t, a, grain(1), "c"), "a hint for a live silo wins")
+	silo := locate(t, a, grain(2), "nobody")
+	assert.Contains(t, []string{"a", "b", "c"}, silo, "a hint for no live silo falls back to the strategy")
+	assert.Zero(t, a.dir.Stats().Partition+c.all()[1].dir.Stats().Partition+c.all()[2].dir.Stats().Partition,
+		"looking up registers nothing")
+}
+
+// When a silo dies, owners drop the entries that point at it: its grains
+// are placed afresh; grains elsewhere keep their entries.
+func TestEntriesOfADeadSiloAreDropped(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	a, b := c.all()[0], c.all()[1]
+	onB, onA := grain(1), grain(2)
+	require.Empty(t, register(t, b, onB))
+	require.Empty(t, register(t, a, onA))
+	c.kill("b")
+	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 && c.all()[1].dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond)
+	assert.Empty(t, register(t, a, onB), "b's grain is free to activate again")
+	assert.Equal(t, "a", locate(t, c.all()[1], onA, ""), "a's grain kept its entry")
+}
+
+// A silo that gains a range from a silo that died rebuilds it from what the
+// live silos host, holding requests for it until it has.
+func TestARangeOfADeadOwnerIsRebuiltFromWhatSilosHost(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	owned := grainsOwnedBy("b", 20, "a", "b", "c")
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	for i, id := range owned {
+		host := []*fakeSilo{a, cc}[i%2]
+		require.Empty(t, register(t, host, id))
+	}
+	require.Equal(t, 20, b.dir.Stats().Partition)
+	c.kill("b")
+	for i, id := range owned {
+		want := []string{"a", "c"}[i%2]
+		for _, s := range []*fakeSilo{a, cc} {
+			assert.Equal(t, want, locate(t, s, id, ""), "%s's entry was rebuilt", id)
+		}
+	}
+	assert.Positive(t, a.dir.Stats().Rebuilds+cc.dir.Stats().Rebuilds)
+	assert.Zero(t, a.dir.Stats().Conflicts+cc.dir.Stats().Conflicts)
+	assert.Empty(t, a.host.deactivated, "nothing that lived on a live silo was deactivated")
+	assert.Empty(t, cc.host.deactivated)
+}
+
+// A silo that leaves gracefully hands its range over first: the new
+// owners need no rebuild, and no activation elsewhere is touched.
+func TestAGracefulLeaveHandsTheRangeOver(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	owned := grainsOwnedBy("b", 20, "a", "b", "c")
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	for i, id := range owned {
+		require.Empty(t, register(t, []*fakeSilo{a, cc}[i%2], id))
+	}
+	require.NoError(t, b.dir.Handover(context.Background()))
+	assert.Zero(t, b.dir.Stats().Partition, "the leaving silo keeps nothing")
+	leaving := c.viewWith(map[string]cluster.Status{"b": cluster.StatusShuttingDown})
+	for _, s := range c.all() {
+		s.dir.SetView(leaving) // b announces it is shutting down
+	}
+	assert.Zero(t, a.dir.Stats().Held+cc.dir.Stats().Held, "the ranges arrived before the view said so: nothing waits")
+	c.kill("b") // then it goes
+	for i, id := range owned {
+		assert.Equal(t, []string{"a", "c"}[i%2], locate(t, a, id, ""))
+	}
+	assert.Zero(t, a.dir.Stats().Rebuilds+cc.dir.Stats().Rebuilds, "the handoff made a rebuild unnecessary")
+	assert.Empty(t, a.host.deactivated)
+	assert.Empty(t, cc.host.deactivated)
+}
+
+// A silo that joins takes its ranges from their live owners, which hand
+// the entries over; requests for those ranges wait for the handoff instead
+// of finding nothing and placing a duplicate.
+func TestAJoiningSiloTakesItsRangeFromTheLiveOwners(t *testing.T) {
+	c := newFakeCluster(t, "a", "b")
+	d := c.add("d", 1)
+	c.setView("d") // d is in the view, not yet active: it owns nothing
+	owned := grainsOwnedBy("d", 20, "a", "b", "d")
+	a, b := c.all()[0], c.all()[1]
+	for i, id := range owned {
+		require.Empty(t, register(t, []*fakeSilo{a, b}[i%2], id))
+	}
+	// d becomes active; d learns it first, the others a little later.
+	v := c.view()
+	d.dir.SetView(v)
+	located := make(chan string, len(owned))
+	for _, id := range owned {
+		d.dir.Locate(id, "", func(silo string, err error) {
+			assert.NoError(t, err)
+			located <- silo
+		})
+	}
+	assert.Positive(t, d.dir.Stats().Held, "d holds the ranges it gained from live silos")
+	a.dir.SetView(v)
+	b.dir.SetView(v)
+	for i := range owned {
+		_ = i
+		silo := <-located
+		assert.Contains(t, []string{"a", "b"}, silo, "the lookups waited for the entries")
+	}
+	for i, id := range owned {
+		assert.Equal(t, []string{"a", "b"}[i%2], locate(t, d, id, ""))
+	}
+	assert.Equal(t, 20, d.dir.Stats().Partition)
+	assert.Zero(t, d.dir.Stats().Rebuilds)
+}
+
+// During a disagreement two activations may register with two owners;
+// when the entries meet, the one registered first stays and the other is
+// told to deactivate.
+func TestDuplicatesFoundWhileMergingLoseToTheFirst(t *testing.T) {
+	c := newFakeCluster(t, "a", "b")
+	a, b := c.all()[0], c.all()[1]
+	id := grainsOwnedBy("a", 1, "a", "b")[0]
+	require.Empty(t, register(t, a, id))
+	// b, by a view of its own, registers a second activation in its own
+	// partition, as a silo that has not yet seen a join might.
+	b.dir.mu.Lock()
+	b.dir.mu.partition[id] = Activation{Silo: "b", Generation: 1}
+	b.dir.mu.Unlock()
+	b.host.activate(id)
+	require.NoError(t, b.dir.Handover(context.Background()))
+	require.Eventually(t, func() bool {
+		b.host.mu.Lock()
+		defer b.host.mu.Unlock()
+		return slices.Contains(b.host.deactivated, id)
+	}, 10*time.Second, time.Millisecond, "b's duplicate is deactivated")
+	assert.Equal(t, "a", locate(t, b, id, ""))
+	assert.EqualValues(t, 1, a.dir.Stats().Conflicts)
+}
+
+// A live silo that does not hand over a range in time (its view is slow)
+// gets it rebuilt by the new owner, from what the silos host.
+func TestAnOverdueHandoffIsReplacedByARebuild(t *testing.T) {
+	c := newFakeCluster(t, "a")
+	d := c.add("d", 1)
+	c.setView("d")
+	owned := grainsOwnedBy("d", 5, "a", "d")
+	a := c.all()[0]
+	for _, id := range owned {
+		require.Empty(t, register(t, a, id))
+	}
+	d.dir.SetView(c.view()) // a never learns of the change, so never hands over
+	for _, id := range owned {
+		assert.Equal(t, "a", locate(t, d, id, ""), "rebuilt once HandoffWait passed")
+	}
+	assert.Positive(t, d.dir.Stats().Rebuilds)
+}

@@ -1,0 +1,386 @@
+package directory
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/internal/directory/directorypb"
+	"github.com/granary-go/granary/internal/ring"
+	"github.com/granary-go/granary/proxy"
+)
+
+// errSelfOwner tells a remote operation that, by the view now, this silo
+// owns the grain: it goes on locally.
+var errSelfOwner = errors.New("directory: this silo owns the grain now")
+
+func pbGrain(id actor.GrainID) *directorypb.GrainID {
+	return &directorypb.GrainID{Type: id.Type, Key: id.Key}
+}
+
+func grainOf(g *directorypb.GrainID) actor.GrainID {
+	return actor.GrainID{Type: g.GetType(), Key: g.GetKey()}
+}
+
+func pbActivation(a Activation) *directorypb.Activation {
+	return &directorypb.Activation{Silo: a.Silo, Generation: a.Generation}
+}
+
+func activationOf(a *directorypb.Activation) Activation {
+	return Activation{Silo: a.GetSilo(), Generation: a.GetGeneration()}
+}
+
+// retryable reports whether another try may succeed: the other silo's view
+// differs, or it could not be reached for now.
+func retryable(err error) bool {
+	return errors.Is(err, proxy.NewError(codeNotOwner, "")) || errors.Is(err, proxy.ErrUnavailable) ||
+		errors.Is(err, proxy.ErrTimeout)
+}
+
+// sleep waits a little, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ownerCall calls fn with a reference to the partition that owns h, by
+// this silo's view at each try, for as long as the owner answers that it is
+// not the owner (views differ while membership converges) or cannot be
+// reached, within ctx. It returns errSelfOwner when this silo is the owner.
+func (d *Directory) ownerCall(ctx context.Context, h uint64, fn func(ref directorypb.DirectoryRef) error) error {
+	for {
+		d.mu.Lock()
+		owner, ok := d.ownerLocked(h)
+		closed := d.mu.closed
+		d.mu.Unlock()
+		switch {
+		case closed:
+			return ErrClosed
+		case !ok:
+			return ErrNoOwner
+		case owner.ID == d.self.Silo:
+			return errSelfOwner
+		}
+		err := d.call(owner.ID, fn)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		if serr := sleep(ctx, randomDelay()); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+}
+
+// call calls fn with a reference to silo's partition.
+func (d *Directory) call(silo string, fn func(ref directorypb.DirectoryRef) error) error {
+	c, err := d.peers.Caller(silo)
+	if err != nil {
+		return errors.Join(proxy.ErrUnavailable, err)
+	}
+	return fn(directorypb.NewDirectoryRef(c, ""))
+}
+
+// callTimeout is the response timeout of one try.
+func (d *Directory) callTimeout() proxy.CallOption { return proxy.WithTimeout(d.opts.CallTimeout / 2) }
+
+// remoteLookup asks the owner of id where it lives, and answers the
+// Locates waiting for it: with that silo, or, when the grain has no
+// activation, with the silo placement chooses.
+func (d *Directory) remoteLookup(ctx context.Context, id actor.GrainID, hint string) {
+	var reply *directorypb.LookupReply
+	err := d.ownerCall(ctx, ring.Hash(id), func(ref directorypb.DirectoryRef) (err error) {
+		reply, err = ref.Lookup(ctx, &directorypb.LookupRequest{Grain: pbGrain(id)}, d.callTimeout())
+		return err
+	})
+	switch {
+	case errors.Is(err, errSelfOwner):
+		// The view moved the grain to this silo meanwhile: ask again here.
+		d.mu.Lock()
+		dones := d.mu.lookups[id]
+		delete(d.mu.lookups, id)
+		d.mu.Unlock()
+		for _, done := range dones {
+			d.Locate(id, hint, done)
+		}
+		return
+	case err != nil:
+		d.finishLookup(id, "", err)
+		return
+	}
+	if reply.GetFound() {
+		a := activationOf(reply.GetActivation())
+		d.mu.Lock()
+		live := d.liveLocked(a)
+		if live {
+			d.cacheLocked(id, a)
+		}
+		d.mu.Unlock()
+		if live {
+			d.finishLookup(id, a.Silo, nil)
+			return
+		}
+	}
+	silo, err := d.place(id, hint)
+	d.finishLookup(id, silo, err)
+}
+
+// remoteRegister registers this silo's activation of id with the grain's
+// owner and returns the grain's activation.
+func (d *Directory) remoteRegister(ctx context.Context, id actor.GrainID) (Activation, error) {
+	h := ring.Hash(id)
+	for {
+		var reply *directorypb.RegisterReply
+		err := d.ownerCall(ctx, h, func(ref directorypb.DirectoryRef) (err error) {
+			reply, err = ref.Register(ctx, &directorypb.RegisterRequest{Grain: pbGrain(id), Activation: pbActivation(d.self)}, d.callTimeout())
+			return err
+		})
+		if errors.Is(err, errSelfOwner) {
+			if a, ok, werr := d.registerHere(ctx, id); werr != nil || ok {
+				return a, werr
+			}
+			continue // the range moved again while it waited
+		}
+		if err != nil {
+			return Activation{}, err
+		}
+		return activationOf(reply.GetWinner()), nil
+	}
+}
+
+// registerHere registers this silo's activation in its own partition,
+// waiting for the range to be released first. ok is false when, by then,
+// another silo owns the grain.
+func (d *Directory) registerHere(ctx context.Context, id actor.GrainID) (Activation, bool, error) {
+	h := ring.Hash(id)
+	for {
+		d.mu.Lock()
+		owner, ok := d.ownerLocked(h)
+		if !ok || owner.ID != d.self.Silo {
+			d.mu.Unlock()
+			return Activation{}, false, nil
+		}
+		if !d.heldLocked(h) {
+			winner := d.registerLocked(id, d.self)
+			d.cacheLocked(id, winner)
+			d.mu.Unlock()
+			return winner, true, nil
+		}
+		released := make(chan struct{})
+		d.parkLocked(h, func() { close(released) })
+		d.mu.Unlock()
+		select {
+		case <-released:
+		case <-ctx.Done():
+			return Activation{}, false, ctx.Err()
+		}
+	}
+}
+
+// remoteUnregister removes this silo's activation of id from its owner.
+func (d *Directory) remoteUnregister(ctx context.Context, id actor.GrainID) {
+	err := d.ownerCall(ctx, ring.Hash(id), func(ref directorypb.DirectoryRef) error {
+		_, err := ref.Unregister(ctx, &directorypb.UnregisterRequest{Grain: pbGrain(id), Activation: pbActivation(d.self)}, d.callTimeout())
+		return err
+	})
+	if errors.Is(err, errSelfOwner) {
+		d.mu.Lock()
+		if d.mu.partition[id] == d.self {
+			delete(d.mu.partition, id)
+		}
+		d.mu.Unlock()
+		return
+	}
+	if err != nil {
+		// The entry outlives the activation: the next registration for the
+		// grain replaces it only once this silo leaves, so say so.
+		d.log.Warn("directory: unregister failed", slog.String("grain", id.String()), slog.Any("err", err))
+	}
+}
+
+// handoff gives silo the entries of ranges it now owns.
+func (d *Directory) handoff(ctx context.Context, silo string, ranges []ring.Range, entries map[actor.GrainID]Activation) error {
+	req := &directorypb.HandoffRequest{From: pbActivation(d.self)}
+	for _, r := range ranges {
+		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
+	}
+	for id, a := range entries {
+		req.Entries = append(req.Entries, &directorypb.Entry{Grain: pbGrain(id), Activation: pbActivation(a)})
+	}
+	for {
+		err := d.call(silo, func(ref directorypb.DirectoryRef) error {
+			_, err := ref.Handoff(ctx, req, d.callTimeout())
+			return err
+		})
+		if err == nil {
+			d.stats.handoffsSent.Add(1)
+			return nil
+		}
+		if !retryable(err) {
+			return err
+		}
+		if serr := sleep(ctx, randomDelay()); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+}
+
+// rebuild recovers the entries of ranges this silo gained from a silo that
+// died: it asks every live silo what it hosts there, merges the answers,
+// and releases the ranges.
+func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
+	d.stats.rebuilds.Add(int64(len(ranges)))
+	req := &directorypb.HostedRequest{}
+	for _, r := range ranges {
+		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
+	}
+	d.mu.Lock()
+	var silos []string
+	for _, m := range d.mu.view.Members {
+		silos = append(silos, m.ID)
+	}
+	d.mu.Unlock()
+	var (
+		mu      sync.Mutex
+		entries []*directorypb.Entry
+		wg      sync.WaitGroup
+	)
+	for _, silo := range silos {
+		if silo == d.self.Silo {
+			own := d.hosted(ranges)
+			mu.Lock()
+			entries = append(entries, own...)
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var reply *directorypb.HostedReply
+			err := d.call(silo, func(ref directorypb.DirectoryRef) (err error) {
+				reply, err = ref.Hosted(ctx, req, d.callTimeout())
+				return err
+			})
+			if err != nil {
+				d.log.Warn("directory: rebuild: a silo did not say what it hosts", slog.String("silo", silo), slog.Any("err", err))
+				return
+			}
+			mu.Lock()
+			entries = append(entries, reply.GetEntries()...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	d.merge(entries)
+	d.release(ranges)
+}
+
+// hosted lists this silo's activations whose hash lies in ranges.
+func (d *Directory) hosted(ranges []ring.Range) []*directorypb.Entry {
+	var out []*directorypb.Entry
+	for _, id := range d.host.Active() {
+		h := ring.Hash(id)
+		for _, r := range ranges {
+			if r.Contains(h) {
+				out = append(out, &directorypb.Entry{Grain: pbGrain(id), Activation: pbActivation(d.self)})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// merge adds entries that another silo handed over, or that a rebuild
+// found, to this silo's partition. Where the partition already has a live
+// activation of a grain, that one stays, and the other, a duplicate, is
+// told to deactivate.
+func (d *Directory) merge(entries []*directorypb.Entry) {
+	type loser struct {
+		id actor.GrainID
+		a  Activation
+	}
+	var losers []loser
+	d.mu.Lock()
+	for _, e := range entries {
+		id, a := grainOf(e.GetGrain()), activationOf(e.GetActivation())
+		if !d.liveLocked(a) {
+			continue
+		}
+		if cur, ok := d.mu.partition[id]; ok && d.liveLocked(cur) && cur != a {
+			d.stats.conflicts.Add(1)
+			losers = append(losers, loser{id, a})
+			continue
+		}
+		d.mu.partition[id] = a
+	}
+	d.mu.Unlock()
+	for _, l := range losers {
+		d.log.Warn("directory: duplicate activation: the later one deactivates", slog.String("grain", l.id.String()), slog.String("silo", l.a.Silo))
+		d.deactivateDuplicate(l.id, l.a)
+	}
+}
+
+// deactivateDuplicate tells the silo of a duplicate activation to
+// deactivate it.
+func (d *Directory) deactivateDuplicate(id actor.GrainID, a Activation) {
+	if a == d.self {
+		d.host.Deactivate(id)
+		return
+	}
+	d.goRemote(func(ctx context.Context) {
+		_ = d.call(a.Silo, func(ref directorypb.DirectoryRef) error {
+			_, err := ref.Deactivate(ctx, &directorypb.DeactivateRequest{Grain: pbGrain(id), Activation: pbActivation(a)}, d.callTimeout())
+			return err
+		})
+	})
+}
+
+// release ends the holds on ranges and runs what waited for them.
+func (d *Directory) release(ranges []ring.Range) {
+	d.mu.Lock()
+	kept := d.mu.holds[:0]
+	for _, h := range d.mu.holds {
+		if covered(h.r, ranges) {
+			if h.timer != nil {
+				h.timer.Stop()
+			}
+			continue
+		}
+		kept = append(kept, h)
+	}
+	clear(d.mu.holds[len(kept):])
+	d.mu.holds = kept
+	var run []func()
+	keptParked := d.mu.parked[:0]
+	for _, p := range d.mu.parked {
+		if d.heldLocked(p.hash) {
+			keptParked = append(keptParked, p)
+			continue
+		}
+		run = append(run, p.run)
+	}
+	clear(d.mu.parked[len(keptParked):])
+	d.mu.parked = keptParked
+	d.mu.Unlock()
+	for _, fn := range run {
+		fn()
+	}
+}
+
+// covered reports whether r lies within one of ranges.
+func covered(r ring.Range, ranges []ring.Range) bool {
+	for _, o := range ranges {
+		if o.First <= r.First && r.Last <= o.Last {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,109 @@
+package directory
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/internal/directory/directorypb"
+	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/ring"
+	"github.com/granary-go/granary/proxy"
+)
+
+// Serve answers a request another silo sent to this silo's partition. It
+// runs on the goroutine that delivers the request and never blocks: a
+// request for a held range waits, parked, and is answered once the range
+// is released.
+func (d *Directory) Serve(req *host.Request) {
+	reply, err, later := d.serve(req)
+	if later {
+		return
+	}
+	req.Reply.Reply(req, reply, err)
+	req.Release()
+}
+
+// serve decodes and answers req; later is true when it parked req, to be
+// served again once its range is released.
+func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, later bool) {
+	m := directorypb.DirectoryService.Method(req.MethodID)
+	if m == nil {
+		return nil, fmt.Errorf("%w: %#x on %s", proxy.ErrUnknownMethod, req.MethodID, ServiceType), false
+	}
+	in := m.NewRequest()
+	if err := proxy.UnmarshalFresh(req.Payload, in); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", proxy.ErrBadRequest, m.Desc.FullName(), err), false
+	}
+	switch in := in.(type) {
+	case *directorypb.RegisterRequest:
+		return d.serveOwned(req, in.GetGrain(), func() proto.Message {
+			winner := d.registerLocked(grainOf(in.GetGrain()), activationOf(in.GetActivation()))
+			return &directorypb.RegisterReply{Winner: pbActivation(winner)}
+		})
+	case *directorypb.LookupRequest:
+		return d.serveOwned(req, in.GetGrain(), func() proto.Message {
+			a, ok := d.mu.partition[grainOf(in.GetGrain())]
+			if !ok || !d.liveLocked(a) {
+				return &directorypb.LookupReply{}
+			}
+			return &directorypb.LookupReply{Found: true, Activation: pbActivation(a)}
+		})
+	case *directorypb.UnregisterRequest:
+		d.mu.Lock()
+		id, a := grainOf(in.GetGrain()), activationOf(in.GetActivation())
+		if d.mu.partition[id] == a {
+			delete(d.mu.partition, id)
+		}
+		d.mu.Unlock()
+		return &directorypb.UnregisterReply{}, nil, false
+	case *directorypb.HandoffRequest:
+		d.stats.handoffsReceived.Add(1)
+		d.merge(in.GetEntries())
+		ranges := make([]ring.Range, 0, len(in.GetRanges()))
+		for _, r := range in.GetRanges() {
+			ranges = append(ranges, ring.Range{First: r.GetFirst(), Last: r.GetLast()})
+		}
+		from := in.GetFrom()
+		d.mu.Lock()
+		s := ring.Silo{ID: from.GetSilo(), Generation: from.GetGeneration()}
+		d.mu.received[s] = append(d.mu.received[s], ranges...)
+		d.mu.Unlock()
+		d.release(ranges)
+		return &directorypb.HandoffReply{}, nil, false
+	case *directorypb.HostedRequest:
+		ranges := make([]ring.Range, 0, len(in.GetRanges()))
+		for _, r := range in.GetRanges() {
+			ranges = append(ranges, ring.Range{First: r.GetFirst(), Last: r.GetLast()})
+		}
+		return &directorypb.HostedReply{Entries: d.hosted(ranges)}, nil, false
+	case *directorypb.DeactivateRequest:
+		if activationOf(in.GetActivation()) == d.self {
+			d.host.Deactivate(grainOf(in.GetGrain()))
+		}
+		return &directorypb.DeactivateReply{}, nil, false
+	}
+	return nil, fmt.Errorf("%w: %s", proxy.ErrUnknownMethod, m.Desc.FullName()), false
+}
+
+// serveOwned runs op, under the directory's lock, for a request about a
+// grain this silo owns: it refuses one this silo does not own (the
+// caller's view differs; it tries again) and parks one whose range is
+// held.
+func (d *Directory) serveOwned(req *host.Request, g *directorypb.GrainID, op func() proto.Message) (proto.Message, error, bool) {
+	h := ring.Hash(grainOf(g))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mu.closed {
+		return nil, fmt.Errorf("%w: %w", proxy.ErrUnavailable, ErrClosed), false
+	}
+	owner, ok := d.ownerLocked(h)
+	if !ok || owner.ID != d.self.Silo {
+		return nil, proxy.Errorf(codeNotOwner, "directory: %s does not own %s by its view", d.self.Silo, grainOf(g)), false
+	}
+	if d.heldLocked(h) {
+		d.parkLocked(h, func() { d.Serve(req) })
+		return nil, nil, true
+	}
+	return op(), nil, false
+}

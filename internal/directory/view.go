@@ -1,0 +1,216 @@
+package directory
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/ring"
+)
+
+// SetView moves the directory to a new membership view. The ring is made
+// of the silos the view has as active. Entries and cached locations that
+// point at a silo that is gone are dropped. Entries this silo no longer
+// owns are handed to their new owners. Ranges it gains are held: from a
+// live silo, until that silo hands them over (or HandoffWait passes);
+// from a silo that died, until they are rebuilt from what the live silos
+// host.
+func (d *Directory) SetView(v cluster.View) {
+	d.mu.Lock()
+	if d.mu.closed || (v.Version != 0 && v.Version < d.mu.view.Version) {
+		d.mu.Unlock()
+		return
+	}
+	live := make(map[string]int64, len(v.Members))
+	var active []ring.Silo
+	for _, m := range v.Members {
+		live[m.ID] = m.Generation
+		if m.Status == cluster.StatusActive {
+			active = append(active, ring.Silo{ID: m.ID, Generation: m.Generation})
+		}
+	}
+	oldRing := d.mu.ring
+	newRing := ring.New(active, d.opts.VirtualNodes)
+	d.mu.view, d.mu.live, d.mu.ring = v, live, newRing
+
+	// What pointed at silos that are gone goes with them.
+	for id, a := range d.mu.partition {
+		if !d.liveLocked(a) {
+			delete(d.mu.partition, id)
+			d.stats.dropped.Add(1)
+		}
+	}
+	for id, a := range d.mu.cache {
+		if !d.liveLocked(a) {
+			delete(d.mu.cache, id)
+		}
+	}
+
+	// Ranges gained: wait for the handoff of a live previous owner, or
+	// rebuild what a dead one held.
+	var rebuild []ring.Range
+	for _, m := range ring.Diff(oldRing, newRing) {
+		if m.To.ID != d.self.Silo || m.From == m.To {
+			continue
+		}
+		switch {
+		case m.From.ID == "":
+			// A new cluster: nobody owned the range before.
+		case d.receivedLocked(m.From, m.Range):
+			// Handed over already, before this silo's view caught up (the
+			// silo may even be gone by now).
+		case d.liveSiloLocked(m.From):
+			hd := hold{r: m.Range, from: m.From}
+			r := m.Range
+			hd.timer = d.clock.AfterFunc(d.opts.HandoffWait, func() { d.handoffOverdue(r) })
+			d.mu.holds = append(d.mu.holds, hd)
+		default:
+			d.mu.holds = append(d.mu.holds, hold{r: m.Range, from: m.From, rebuilding: true})
+			rebuild = append(rebuild, m.Range)
+		}
+	}
+	for s := range d.mu.received {
+		if !d.liveSiloLocked(s) {
+			delete(d.mu.received, s)
+		}
+	}
+	// A live silo that was to hand a range over and died meanwhile will
+	// not: rebuild it.
+	for i := range d.mu.holds {
+		h := &d.mu.holds[i]
+		if !h.rebuilding && !d.liveSiloLocked(h.from) {
+			if h.timer != nil {
+				h.timer.Stop()
+			}
+			h.rebuilding = true
+			rebuild = append(rebuild, h.r)
+		}
+	}
+	// Holds on ranges another silo owns now end: what waited goes there.
+	var released []ring.Range
+	kept := d.mu.holds[:0]
+	for _, h := range d.mu.holds {
+		if owner, ok := newRing.Owner(h.r.First); !ok || owner.ID != d.self.Silo {
+			if h.timer != nil {
+				h.timer.Stop()
+			}
+			released = append(released, h.r)
+			continue
+		}
+		kept = append(kept, h)
+	}
+	d.mu.holds = kept
+
+	// Entries this silo no longer owns go to their owners, with the ranges
+	// they came from, so that the owners stop holding them.
+	type batch struct {
+		ranges  []ring.Range
+		entries map[actor.GrainID]Activation
+	}
+	handoffs := make(map[string]*batch)
+	batchFor := func(silo string) *batch {
+		b := handoffs[silo]
+		if b == nil {
+			b = &batch{entries: make(map[actor.GrainID]Activation)}
+			handoffs[silo] = b
+		}
+		return b
+	}
+	for _, m := range ring.Diff(oldRing, newRing) {
+		if m.From.ID == d.self.Silo && m.To.ID != "" && m.To.ID != d.self.Silo {
+			b := batchFor(m.To.ID)
+			b.ranges = append(b.ranges, m.Range)
+		}
+	}
+	for id, a := range d.mu.partition {
+		owner, ok := newRing.OwnerOf(id)
+		if !ok || owner.ID == d.self.Silo {
+			continue
+		}
+		batchFor(owner.ID).entries[id] = a
+		delete(d.mu.partition, id)
+	}
+	d.mu.Unlock()
+
+	if len(released) > 0 {
+		d.release(released)
+	}
+	for silo, b := range handoffs {
+		d.goRemote(func(ctx context.Context) {
+			if err := d.handoff(ctx, silo, b.ranges, b.entries); err != nil {
+				d.log.Warn("directory: handoff failed; the new owner rebuilds the range", slog.String("silo", silo), slog.Int("entries", len(b.entries)), slog.Any("err", err))
+			}
+		})
+	}
+	if len(rebuild) > 0 {
+		d.goRemote(func(ctx context.Context) { d.rebuild(ctx, rebuild) })
+	}
+}
+
+// receivedLocked reports whether from handed r over already.
+func (d *Directory) receivedLocked(from ring.Silo, r ring.Range) bool {
+	return covered(r, d.mu.received[from])
+}
+
+// liveSiloLocked reports whether s, in that generation, is in the view.
+func (d *Directory) liveSiloLocked(s ring.Silo) bool {
+	gen, ok := d.mu.live[s.ID]
+	return ok && gen == s.Generation
+}
+
+// handoffOverdue rebuilds a range whose previous owner, alive, did not hand
+// it over in time.
+func (d *Directory) handoffOverdue(r ring.Range) {
+	d.mu.Lock()
+	found := false
+	for i := range d.mu.holds {
+		if h := &d.mu.holds[i]; h.r == r && !h.rebuilding {
+			h.rebuilding, found = true, true
+		}
+	}
+	d.mu.Unlock()
+	if found {
+		d.log.Info("directory: handoff overdue: rebuilding the range from what the silos host", slog.Uint64("first", r.First), slog.Uint64("last", r.Last))
+		d.goRemote(func(ctx context.Context) { d.rebuild(ctx, []ring.Range{r}) })
+	}
+}
+
+// Handover hands every entry of this silo's partition to the owners it
+// has in the ring without this silo, for a graceful leave: call it before
+// the silo announces that it is shutting down, so that the new owners have
+// the entries when requests start to reach them.
+func (d *Directory) Handover(ctx context.Context) error {
+	d.mu.Lock()
+	var without []ring.Silo
+	for _, s := range d.mu.ring.Silos() {
+		if s.ID != d.self.Silo {
+			without = append(without, s)
+		}
+	}
+	next := ring.New(without, d.opts.VirtualNodes)
+	batches := make(map[string]map[actor.GrainID]Activation)
+	ranges := make(map[string][]ring.Range)
+	for _, m := range ring.Diff(d.mu.ring, next) {
+		if m.From.ID == d.self.Silo && m.To.ID != "" {
+			ranges[m.To.ID] = append(ranges[m.To.ID], m.Range)
+		}
+	}
+	for id, a := range d.mu.partition {
+		if owner, ok := next.OwnerOf(id); ok {
+			if batches[owner.ID] == nil {
+				batches[owner.ID] = make(map[actor.GrainID]Activation)
+			}
+			batches[owner.ID][id] = a
+			delete(d.mu.partition, id)
+		}
+	}
+	d.mu.Unlock()
+	var firstErr error
+	for silo, rs := range ranges {
+		if err := d.handoff(ctx, silo, rs, batches[silo]); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
