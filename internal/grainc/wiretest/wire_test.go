@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/grainc/wiretest"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
 )
 
