@@ -17,7 +17,7 @@ import (
 
 func TestRoundTripBothDirections(t *testing.T) {
 	// Small slabs and a frame larger than a slab exercise slab replacement and
-	// the own-allocation path; empty frames are valid.
+	// the own-allocation path.
 	opts := Options{ReadBufferSize: 512}
 	serverSide := newRecorder()
 	var serverConn *Conn
@@ -33,8 +33,6 @@ func TestRoundTripBothDirections(t *testing.T) {
 
 	payload := func(i int) []byte {
 		switch i % 10 {
-		case 0:
-			return []byte{}
 		case 1:
 			return bytes.Repeat([]byte{byte(i)}, 2000) // larger than a slab
 		default:
@@ -158,10 +156,8 @@ func TestReceiveOversizeFrameClosesOnlyThatConnection(t *testing.T) {
 		return r
 	})
 
-	raw, err := net.Dial("tcp", l.Addr().String())
-	require.NoError(t, err)
-	defer raw.Close()
-	_, err = raw.Write([]byte{0, 0, 0, 17})
+	raw := rawDial(t, l, opts)
+	_, err := raw.Write([]byte{0, 0, 0, 17})
 	require.NoError(t, err)
 	bad := <-serverSides
 	require.ErrorIs(t, bad.closeErr(t), ErrFrameTooLarge)
@@ -192,9 +188,8 @@ func TestMalformedStreams(t *testing.T) {
 				server <- r
 				return r
 			})
-			raw, err := net.Dial("tcp", l.Addr().String())
-			require.NoError(t, err)
-			_, err = raw.Write(tc.stream)
+			raw := rawDial(t, l, Options{})
+			_, err := raw.Write(tc.stream)
 			require.NoError(t, err)
 			require.NoError(t, raw.Close())
 			r := <-server
@@ -368,25 +363,6 @@ func TestDialErrors(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidOptions)
 	_, err = Listen("127.0.0.1:0", Options{}, nil)
 	assert.Error(t, err)
-}
-
-func TestOptions(t *testing.T) {
-	var o Options
-	o.EnsureDefaults()
-	assert.Equal(t, Options{
-		MaxFrameSize:    4 << 20,
-		ReadBufferSize:  64 << 10,
-		WriteBufferSize: 64 << 10,
-		MaxPendingBytes: 16 << 20,
-	}, o)
-	assert.NoError(t, o.Validate())
-
-	bad := Options{MaxFrameSize: MaxFrameSizeLimit + 1, ReadBufferSize: 10, WriteBufferSize: -1, MaxPendingBytes: -1, WriteTimeout: -1}
-	err := bad.Validate()
-	require.ErrorIs(t, err, ErrInvalidOptions)
-	joined, ok := err.(interface{ Unwrap() []error })
-	require.True(t, ok)
-	assert.Len(t, joined.Unwrap(), 5, "every problem is reported: %v", err)
 }
 
 func TestSendDoesNotAllocate(t *testing.T) {
