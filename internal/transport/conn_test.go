@@ -435,3 +435,49 @@ func TestBurstBuffersAreReleased(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Stats().FramesWritten == c.Stats().FramesQueued }, waitFor, time.Millisecond)
 	assert.LessOrEqual(t, pendingCap(), 16*64, "a past burst no longer pins memory")
 }
+
+// growthChecker is a stream that checks, at every read, that the reader's
+// buffer is no larger than a slab or twice what has arrived.
+type growthChecker struct {
+	t       *testing.T
+	fr      *frameReader
+	stream  []byte
+	arrived int
+	largest int
+}
+
+func (g *growthChecker) Read(p []byte) (int, error) {
+	if size := len(g.fr.buf); size > max(g.fr.slabSize, 2*g.arrived) {
+		g.t.Fatalf("buffer of %d bytes after %d arrived", size, g.arrived)
+	}
+	g.largest = max(g.largest, len(g.fr.buf))
+	if g.arrived == len(g.stream) {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 1000)], g.stream[g.arrived:])
+	g.arrived += n
+	return n, nil
+}
+
+func TestFrameBufferGrowsWithWhatArrives(t *testing.T) {
+	const size = 1 << 20
+	payload := bytes.Repeat([]byte("g"), size)
+	fr := &frameReader{max: size, slabSize: 4 << 10}
+	g := &growthChecker{t: t, fr: fr, stream: append(frameStream(string(payload)), frameStream("after")...)}
+	fr.r = g
+	got, err := fr.next()
+	require.NoError(t, err)
+	assert.Equal(t, payload, got)
+	assert.Equal(t, headerSize+size, g.largest, "and never beyond the announced frame")
+	next, err := fr.next()
+	require.NoError(t, err)
+	assert.Equal(t, "after", string(next))
+
+	// Stalled halfway: the buffer is about what arrived, not the announced size.
+	fr = &frameReader{max: size, slabSize: 4 << 10}
+	g = &growthChecker{t: t, fr: fr, stream: frameStream(string(payload))[:size/8]}
+	fr.r = g
+	_, err = fr.next()
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.LessOrEqual(t, g.largest, size/4)
+}

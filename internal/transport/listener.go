@@ -254,9 +254,9 @@ func (l *Listener) admit(nc net.Conn) {
 	l.mu.Unlock()
 	if full {
 		_ = nc.Close()
-		l.counts.refusedLimit.Add(1)
 		l.log.Log(slog.LevelWarn, "transport: connection refused: connection limit reached",
 			slog.String("peer", nc.RemoteAddr().String()), slog.Int("limit", l.opts.Listener.MaxConnections))
+		l.counts.refusedLimit.Add(1)
 		return
 	}
 	setNoDelay(nc)
@@ -299,7 +299,7 @@ func (l *Listener) run(c *Conn) {
 }
 
 func (l *Listener) handshakeFailed(c *Conn, err *HandshakeError) {
-	l.counts.handshake[reasonCode(err.Reason)].Add(1)
+	defer l.counts.handshake[reasonCode(err.Reason)].Add(1) // after the line, as in ended
 	level := slog.LevelWarn
 	if err.Reason == ErrHandshakeTimeout || err.Reason == ErrHandshakeAborted {
 		level = slog.LevelInfo // port scanners and impatient clients, mostly
@@ -332,9 +332,10 @@ func (l *Listener) ended(c *Conn) {
 	default:
 		return // the peer closed, or the network failed: nothing to hold against it
 	}
-	counter.Add(1)
+	// Logged before counted, so that whoever sees the count finds the line.
 	l.log.Log(level, "transport: connection closed: "+reason,
 		slog.String("peer", c.RemoteAddr().String()), slog.String("err", err.Error()))
+	counter.Add(1)
 }
 
 func (l *Listener) forget(c *Conn) {
