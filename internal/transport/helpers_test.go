@@ -179,15 +179,15 @@ func newLogBuffer() (*logBuffer, *slog.Logger) {
 
 // rawDial connects to l and runs a client's handshake by hand, returning the
 // socket, so that a test can then write what a well-behaved peer never would.
-func rawDial(t *testing.T, l *Listener, opts Options) net.Conn {
-	t.Helper()
+func rawDial(tb testing.TB, l *Listener, opts Options) net.Conn {
+	tb.Helper()
 	nc, err := net.Dial("tcp", l.Addr().String())
-	require.NoError(t, err)
-	t.Cleanup(func() { nc.Close() })
-	require.NoError(t, opts.prepare(false))
+	require.NoError(tb, err)
+	tb.Cleanup(func() { nc.Close() })
+	require.NoError(tb, opts.prepare(false))
 	h := handshake{rw: nc, local: opts.Identity, secret: opts.ClusterSecret}
 	_, err = h.dial()
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return nc
 }
 
