@@ -34,23 +34,10 @@ type CA struct {
 func NewCA(tb testing.TB, name string) *CA {
 	tb.Helper()
 	key := newKey(tb)
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(tb),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatalf("testcerts: create CA: %v", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		tb.Fatalf("testcerts: parse CA: %v", err)
-	}
+	tmpl := template(tb, name)
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	tmpl.BasicConstraintsValid, tmpl.IsCA = true, true
+	_, cert := sign(tb, tmpl, tmpl, key, key)
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	return &CA{cert: cert, key: key, pool: pool}
@@ -70,14 +57,9 @@ func (ca *CA) Certificate(tb testing.TB, name string, hosts ...string) tls.Certi
 		hosts = []string{"127.0.0.1", "::1", "localhost"}
 	}
 	key := newKey(tb)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(tb),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
+	tmpl := template(tb, name)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -85,14 +67,7 @@ func (ca *CA) Certificate(tb testing.TB, name string, hosts ...string) tls.Certi
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		tb.Fatalf("testcerts: issue %s: %v", name, err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		tb.Fatalf("testcerts: parse %s: %v", name, err)
-	}
+	der, leaf := sign(tb, tmpl, ca.cert, key, ca.key)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 }
 
@@ -111,6 +86,33 @@ func (ca *CA) ServerConfig(tb testing.TB, hosts ...string) *tls.Config {
 // Certificates for mutual TLS.
 func (ca *CA) ClientConfig() *tls.Config {
 	return &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12}
+}
+
+// template returns what every certificate here has: a random serial, the
+// name, and a validity from an hour ago for a day.
+func template(tb testing.TB, name string) *x509.Certificate {
+	tb.Helper()
+	return &x509.Certificate{
+		SerialNumber: serial(tb),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+	}
+}
+
+// sign makes the certificate tmpl describes for key, signed by parent's
+// signer, and returns it encoded and parsed.
+func sign(tb testing.TB, tmpl, parent *x509.Certificate, key, signer *ecdsa.PrivateKey) ([]byte, *x509.Certificate) {
+	tb.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		tb.Fatalf("testcerts: create %s: %v", tmpl.Subject.CommonName, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		tb.Fatalf("testcerts: parse %s: %v", tmpl.Subject.CommonName, err)
+	}
+	return der, cert
 }
 
 func newKey(tb testing.TB) *ecdsa.PrivateKey {
