@@ -170,9 +170,7 @@ func (c *Conn) Send(m Marshaler) error {
 		c.mu.Unlock()
 		return ErrSendQueueFull
 	}
-	if c.mu.pending == nil {
-		c.mu.pending = make([]byte, 0, c.opts.WriteBufferSize)
-	}
+	c.ensurePending()
 	committed := false
 	defer func() {
 		if !committed { // a rejected body, or a panic in AppendTo
@@ -215,6 +213,14 @@ func (c *Conn) wakeWriter() {
 	}
 }
 
+// ensurePending allocates the pending buffer at its working size if the
+// connection has none yet, or the writer has just taken it; c.mu is held.
+func (c *Conn) ensurePending() {
+	if c.mu.pending == nil {
+		c.mu.pending = make([]byte, 0, c.opts.WriteBufferSize)
+	}
+}
+
 // sendHeartbeat queues an empty frame, unless the connection is closed or its
 // queue full (frames are waiting to go out then anyway).
 func (c *Conn) sendHeartbeat() {
@@ -224,6 +230,7 @@ func (c *Conn) sendHeartbeat() {
 		return
 	}
 	start := len(c.mu.pending)
+	c.ensurePending()
 	c.mu.pending = append(c.mu.pending, 0, 0, 0, 0)
 	c.heartbeatsSent.Add(1)
 	if start == 0 {

@@ -244,15 +244,17 @@ func (l *Listener) acceptLoop() {
 // admit registers a new connection and starts its handshake, or closes it at
 // once when the listener is full.
 func (l *Listener) admit(nc net.Conn) {
-	c := newConn(nc, l.opts, nil)
-	c.clock = l.deps.clock
+	var c *Conn
 	l.mu.Lock()
-	full := l.opts.Listener.MaxConnections > 0 && len(l.mu.conns) >= l.opts.Listener.MaxConnections
-	if !full {
+	if max := l.opts.Listener.MaxConnections; max < 0 || len(l.mu.conns) < max {
+		c = newConn(nc, l.opts, nil)
+		c.clock = l.deps.clock
+		c.onDone = l.ended
+		c.started.Store(true) // run closes done
 		l.mu.conns[c] = struct{}{}
 	}
 	l.mu.Unlock()
-	if full {
+	if c == nil {
 		_ = nc.Close()
 		l.log.Log(slog.LevelWarn, "transport: connection refused: connection limit reached",
 			slog.String("peer", nc.RemoteAddr().String()), slog.Int("limit", l.opts.Listener.MaxConnections))
@@ -260,8 +262,6 @@ func (l *Listener) admit(nc net.Conn) {
 		return
 	}
 	setNoDelay(nc)
-	c.started.Store(true) // run closes done
-	c.onDone = l.ended
 	go l.run(c)
 }
 
