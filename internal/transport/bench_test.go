@@ -3,8 +3,13 @@ package transport
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net"
+	"runtime"
 	"testing"
+	"time"
+
+	"github.com/granary-go/granary/internal/testcerts"
 )
 
 // bodyRef is a Marshaler that is reused, so the benchmarks measure the
@@ -81,4 +86,94 @@ func BenchmarkFrameReader(b *testing.B) {
 			fr = frameReader{r: r, max: DefaultMaxFrameSize, slabSize: DefaultReadBufferSize}
 		}
 	}
+}
+
+// BenchmarkMemoryPerConnection reports the heap and stacks, in bytes, one
+// connection adds to the process in each state, over 50 connections at a
+// time. Both ends run in this process: with a raw peer its side is a bare
+// socket; for the established states the figure is per pair (both ends'
+// Conns), since each end holds the same buffers.
+func BenchmarkMemoryPerConnection(b *testing.B) {
+	const conns = 50
+	ca := testcerts.NewCA(b, "bench")
+	plainDial := func(b *testing.B, l *Listener) io.Closer {
+		c, err := Dial(b.Context(), l.Addr().String(), Options{}, signal(make(chan struct{}, 1)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		server Options
+		open   func(b *testing.B, l *Listener) io.Closer // one connection, in its state once it returns
+	}{
+		{"handshaking", Options{}, func(b *testing.B, l *Listener) io.Closer {
+			nc, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return nc
+		}},
+		{"stalled-in-largest-frame", Options{}, func(b *testing.B, l *Listener) io.Closer {
+			nc := rawDial(b, l, Options{})
+			if _, err := nc.Write(append(header(DefaultMaxFrameSize), make([]byte, 100)...)); err != nil {
+				b.Fatal(err)
+			}
+			return nc
+		}},
+		{"established-idle-pair", Options{}, func(b *testing.B, l *Listener) io.Closer {
+			c := plainDial(b, l).(*Conn)
+			roundTrip(b, c)
+			return c
+		}},
+		{"established-idle-pair-tls", Options{TLS: ca.ServerConfig(b)}, func(b *testing.B, l *Listener) io.Closer {
+			c, err := Dial(b.Context(), l.Addr().String(), Options{TLS: ca.ClientConfig()}, signal(make(chan struct{}, 1)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			roundTrip(b, c)
+			return c
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			l, err := Listen("127.0.0.1:0", tc.server, func(*Conn) Handler { return &inlineEcho{} },
+				WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			var perConn float64
+			for b.Loop() {
+				before := heapInUse()
+				opened := make([]io.Closer, conns)
+				for i := range opened {
+					opened[i] = tc.open(b, l)
+				}
+				for l.Stats().Open != conns {
+					runtime.Gosched()
+				}
+				// A benchmark may wait on the wall clock: the last bytes written
+				// reach their readers meanwhile.
+				time.Sleep(10 * time.Millisecond)
+				perConn = float64(heapInUse()-before) / conns
+				for _, c := range opened {
+					c.Close()
+				}
+				for l.Stats().Open != 0 {
+					runtime.Gosched()
+				}
+			}
+			b.ReportMetric(perConn, "bytes/conn")
+		})
+	}
+}
+
+// roundTrip sends one frame on c and waits for its echo, so that both ends
+// have allocated their buffers.
+func roundTrip(b *testing.B, c *Conn) {
+	if err := c.Send(&bodyRef{b: []byte("warm")}); err != nil {
+		b.Fatal(err)
+	}
+	<-c.handler.(signal)
 }

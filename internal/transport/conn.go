@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,18 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// Errors returned by this package.
-var (
-	// ErrClosed is returned by Send on a connection that is closed or closing.
-	ErrClosed = errors.New("transport: connection closed")
-	// ErrFrameTooLarge is returned by Send for a body above Options.MaxFrameSize,
-	// and wrapped by the error that closes a connection whose peer announced one.
-	ErrFrameTooLarge = errors.New("transport: frame too large")
-	// ErrSendQueueFull is returned by Send when Options.MaxPendingBytes are
-	// already queued; nothing is sent and the connection stays open.
-	ErrSendQueueFull = errors.New("transport: send queue full")
+	"github.com/granary-go/granary/clock"
 )
 
 // Marshaler appends a frame body to a buffer. Send calls AppendTo while it holds
@@ -37,7 +28,8 @@ type Marshaler interface {
 // Handler receives what arrives on a connection. Its methods are called on the
 // connection's reader goroutine, one at a time.
 type Handler interface {
-	// HandleFrame is called with each frame body in arrival order. The body
+	// HandleFrame is called with each frame body in arrival order (never
+	// with a heartbeat, the empty frame, which the transport consumes). The body
 	// belongs to the handler from then on and may be retained; it aliases a
 	// receive slab shared with neighbouring frames (see Options.ReadBufferSize).
 	// No frame is read while HandleFrame runs, so it should hand long work to
@@ -51,12 +43,15 @@ type Handler interface {
 
 // Stats are counters of a connection's traffic since it opened.
 type Stats struct {
-	FramesQueued   uint64 // frames accepted by Send
-	FramesWritten  uint64 // frames handed to the socket
-	BatchesWritten uint64 // socket writes; each carries every frame queued while the previous one ran
-	BytesWritten   uint64 // bytes handed to the socket, length prefixes included
-	FramesRead     uint64 // frames delivered to HandleFrame
-	BytesRead      uint64 // body bytes delivered to HandleFrame
+	FramesQueued       uint64 // frames accepted by Send
+	FramesWritten      uint64 // frames handed to the socket
+	BatchesWritten     uint64 // socket writes; each carries every frame queued while the previous one ran
+	BytesWritten       uint64 // bytes handed to the socket, length prefixes and heartbeats included
+	FramesRead         uint64 // frames delivered to HandleFrame
+	BytesRead          uint64 // body bytes delivered to HandleFrame
+	BytesReceived      uint64 // bytes read from the connection after the handshake, partial frames included
+	HeartbeatsSent     uint64 // heartbeats queued for the peer
+	HeartbeatsReceived uint64 // heartbeats that arrived and were consumed
 }
 
 // Add adds o's counters to s, to total several connections.
@@ -67,6 +62,9 @@ func (s *Stats) Add(o Stats) {
 	s.BytesWritten += o.BytesWritten
 	s.FramesRead += o.FramesRead
 	s.BytesRead += o.BytesRead
+	s.BytesReceived += o.BytesReceived
+	s.HeartbeatsSent += o.HeartbeatsSent
+	s.HeartbeatsReceived += o.HeartbeatsReceived
 }
 
 // Conn is one framed connection carrying frames in both directions. It runs two
@@ -74,10 +72,16 @@ func (s *Stats) Add(o Stats) {
 // frames queued by Send in batches. Send, Close and the accessors are safe for
 // concurrent use.
 type Conn struct {
-	nc      net.Conn
+	nc      net.Conn // the socket: closing it, deadlines, addresses
+	rw      net.Conn // what frames travel over: nc, or TLS over it
+	tls     *tls.Conn
 	opts    Options
 	handler Handler
 	onDone  func(*Conn) // listener bookkeeping, called before done closes
+	peer    Identity
+	clock   clock.Clock
+	wd      *watchdog // nil when no time rule is on
+	fr      frameReader
 
 	wake       chan struct{} // capacity 1: the pending buffer became non-empty
 	closing    chan struct{} // closed when shutdown starts
@@ -103,28 +107,52 @@ type Conn struct {
 	bytesWritten   atomic.Uint64
 	framesRead     atomic.Uint64
 	bytesRead      atomic.Uint64
+	heartbeatsSent atomic.Uint64
+	heartbeatsRead atomic.Uint64
 }
 
 // newConn wraps nc without starting anything; start launches the goroutines
-// once the handler is known.
+// once the handler is known. The send buffers are allocated on first use, so
+// a connection that never sends holds none.
 func newConn(nc net.Conn, opts Options, h Handler) *Conn {
 	c := &Conn{
 		nc:         nc,
+		rw:         nc,
 		opts:       opts,
 		handler:    h,
+		clock:      clock.Real{},
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
 		done:       make(chan struct{}),
 	}
-	c.mu.pending = make([]byte, 0, opts.WriteBufferSize)
 	return c
 }
 
+// established records what the handshake learnt: the stream frames travel
+// over and the peer.
+func (c *Conn) established(stream net.Conn, peer Identity) {
+	c.rw, c.peer = stream, peer
+	c.tls, _ = stream.(*tls.Conn)
+}
+
+// start runs a dialled connection on two new goroutines.
 func (c *Conn) start() {
 	c.started.Store(true)
-	go c.writeLoop()
+	c.startWriter(0)
 	go c.readLoop()
+}
+
+// startWriter starts the writer goroutine and the watchdog; the caller then
+// runs readLoop, on a goroutine of its own or its own goroutine.
+func (c *Conn) startWriter(idle time.Duration) {
+	// Field by field: Stats may read the reader's progress concurrently.
+	c.fr.r, c.fr.max, c.fr.slabSize = c.rw, c.opts.MaxFrameSize, c.opts.ReadBufferSize
+	c.wd = newWatchdog(c, c.clock, idle)
+	go c.writeLoop()
+	if c.wd != nil {
+		c.wd.start()
+	}
 }
 
 // Send queues one frame whose body m appends, and wakes the writer. Frames
@@ -132,8 +160,8 @@ func (c *Conn) start() {
 // not block on the network and does not allocate once the send buffers have
 // grown to the working size. It returns ErrClosed after Close or once the
 // connection has failed, ErrFrameTooLarge (wrapped) for a body above
-// MaxFrameSize, and ErrSendQueueFull when MaxPendingBytes are already queued; in
-// each case nothing is queued.
+// MaxFrameSize, ErrEmptyFrame for an empty body, and ErrSendQueueFull when
+// MaxPendingBytes are already queued; in each case nothing is queued.
 func (c *Conn) Send(m Marshaler) error {
 	c.mu.Lock()
 	if c.mu.closed {
@@ -145,6 +173,7 @@ func (c *Conn) Send(m Marshaler) error {
 		c.mu.Unlock()
 		return ErrSendQueueFull
 	}
+	c.ensurePending()
 	committed := false
 	defer func() {
 		if !committed { // a rejected body, or a panic in AppendTo
@@ -164,19 +193,52 @@ func (c *Conn) Send(m Marshaler) error {
 	if n > c.opts.MaxFrameSize {
 		return fmt.Errorf("%w: %d bytes, limit is %d", ErrFrameTooLarge, n, c.opts.MaxFrameSize)
 	}
+	if n == 0 {
+		return ErrEmptyFrame
+	}
 	binary.BigEndian.PutUint32(b[start:], uint32(n))
 	committed = true
 	c.mu.pendingFrames++
 	c.queued.Add(1)
 	if start == 0 {
-		// The writer drains pending until it finds it empty before waiting
-		// again, so only the first frame after a drain needs to wake it.
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.wakeWriter()
 	}
 	return nil
+}
+
+// wakeWriter tells the writer that pending is no longer empty. The writer
+// drains pending until it finds it empty before waiting again, so only the
+// first frame after a drain needs to wake it.
+func (c *Conn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ensurePending allocates the pending buffer at its working size if the
+// connection has none yet, or the writer has just taken it; c.mu is held.
+func (c *Conn) ensurePending() {
+	if c.mu.pending == nil {
+		c.mu.pending = make([]byte, 0, c.opts.WriteBufferSize)
+	}
+}
+
+// sendHeartbeat queues an empty frame, unless the connection is closed or its
+// queue full (frames are waiting to go out then anyway).
+func (c *Conn) sendHeartbeat() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed || len(c.mu.pending) >= c.opts.MaxPendingBytes {
+		return
+	}
+	start := len(c.mu.pending)
+	c.ensurePending()
+	c.mu.pending = append(c.mu.pending, 0, 0, 0, 0)
+	c.heartbeatsSent.Add(1)
+	if start == 0 {
+		c.wakeWriter()
+	}
 }
 
 // maxExtraYields bounds the yields a writer makes after the first while
@@ -189,7 +251,7 @@ const shrinkAfterSmallBatches = 64
 
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
-	spare := make([]byte, 0, c.opts.WriteBufferSize)
+	var spare []byte // allocated by Send once it is handed over
 	smallBatches := 0
 	for {
 		select {
@@ -239,7 +301,7 @@ func (c *Conn) writeLoop() {
 			if c.opts.WriteTimeout > 0 {
 				_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
 			}
-			n, err := c.nc.Write(batch)
+			n, err := c.rw.Write(batch)
 			c.bytesWritten.Add(uint64(n))
 			if err != nil {
 				c.shutdown(fmt.Errorf("transport: write: %w", err))
@@ -266,10 +328,9 @@ func (c *Conn) writeLoop() {
 
 func (c *Conn) readLoop() {
 	c.readerID.Store(goroutineID())
-	fr := frameReader{r: c.nc, max: c.opts.MaxFrameSize, slabSize: c.opts.ReadBufferSize}
 	var err error
 	for {
-		body, readErr := fr.next()
+		body, readErr := c.fr.next()
 		if readErr != nil {
 			switch {
 			case errors.Is(readErr, io.EOF):
@@ -281,6 +342,10 @@ func (c *Conn) readLoop() {
 			}
 			break
 		}
+		if len(body) == 0 {
+			c.heartbeatsRead.Add(1)
+			continue
+		}
 		c.framesRead.Add(1)
 		c.bytesRead.Add(uint64(len(body)))
 		c.handler.HandleFrame(c, body)
@@ -288,8 +353,11 @@ func (c *Conn) readLoop() {
 			break
 		}
 	}
-	c.shutdown(err) // a no-op after a local Close, so err is then ignored
+	c.shutdown(err) // a no-op after a local Close or a watchdog's, so err is then ignored
 	<-c.writerDone
+	if c.wd != nil {
+		c.wd.stop()
+	}
 	c.handler.HandleClose(c, c.err)
 	if c.onDone != nil {
 		c.onDone(c)
@@ -373,8 +441,10 @@ func (c *Conn) Close() error {
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // Err returns why the connection ended: nil while it is open and after a local
-// Close, otherwise the error that ended it (one wrapping io.EOF when the peer
-// closed, ErrFrameTooLarge when the peer announced an oversized frame).
+// Close, otherwise the error that ended it: one wrapping io.EOF when the peer
+// closed, io.ErrUnexpectedEOF when it closed inside a frame, ErrFrameTooLarge
+// when it announced an oversized frame, ErrReadTooSlow, ErrIdleTimeout or
+// ErrKeepaliveTimeout when a time rule closed it.
 func (c *Conn) Err() error {
 	if !c.isClosing() {
 		return nil
@@ -388,15 +458,33 @@ func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
 // RemoteAddr returns the peer's network address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
+// Peer returns who the peer said it was in the handshake (and, with a
+// cluster secret, proved to belong to the cluster). A Listener's accept
+// function can read it already.
+func (c *Conn) Peer() Identity { return c.peer }
+
+// TLSState returns the state of the connection's TLS session (the peer's
+// verified certificates, for mutual TLS) and true, or false for a connection
+// without TLS.
+func (c *Conn) TLSState() (tls.ConnectionState, bool) {
+	if c.tls == nil {
+		return tls.ConnectionState{}, false
+	}
+	return c.tls.ConnectionState(), true
+}
+
 // Stats returns the connection's counters. They are read one by one, so a
 // snapshot taken while traffic flows need not be consistent across fields.
 func (c *Conn) Stats() Stats {
 	return Stats{
-		FramesQueued:   c.queued.Load(),
-		FramesWritten:  c.framesWritten.Load(),
-		BatchesWritten: c.batchesWritten.Load(),
-		BytesWritten:   c.bytesWritten.Load(),
-		FramesRead:     c.framesRead.Load(),
-		BytesRead:      c.bytesRead.Load(),
+		FramesQueued:       c.queued.Load(),
+		FramesWritten:      c.framesWritten.Load(),
+		BatchesWritten:     c.batchesWritten.Load(),
+		BytesWritten:       c.bytesWritten.Load(),
+		FramesRead:         c.framesRead.Load(),
+		BytesRead:          c.bytesRead.Load(),
+		BytesReceived:      c.fr.progress.bytes.Load(),
+		HeartbeatsSent:     c.heartbeatsSent.Load(),
+		HeartbeatsReceived: c.heartbeatsRead.Load(),
 	}
 }

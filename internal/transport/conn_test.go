@@ -17,7 +17,7 @@ import (
 
 func TestRoundTripBothDirections(t *testing.T) {
 	// Small slabs and a frame larger than a slab exercise slab replacement and
-	// the own-allocation path; empty frames are valid.
+	// the own-allocation path.
 	opts := Options{ReadBufferSize: 512}
 	serverSide := newRecorder()
 	var serverConn *Conn
@@ -33,8 +33,6 @@ func TestRoundTripBothDirections(t *testing.T) {
 
 	payload := func(i int) []byte {
 		switch i % 10 {
-		case 0:
-			return []byte{}
 		case 1:
 			return bytes.Repeat([]byte{byte(i)}, 2000) // larger than a slab
 		default:
@@ -158,10 +156,8 @@ func TestReceiveOversizeFrameClosesOnlyThatConnection(t *testing.T) {
 		return r
 	})
 
-	raw, err := net.Dial("tcp", l.Addr().String())
-	require.NoError(t, err)
-	defer raw.Close()
-	_, err = raw.Write([]byte{0, 0, 0, 17})
+	raw := rawDial(t, l, opts)
+	_, err := raw.Write([]byte{0, 0, 0, 17})
 	require.NoError(t, err)
 	bad := <-serverSides
 	require.ErrorIs(t, bad.closeErr(t), ErrFrameTooLarge)
@@ -192,9 +188,8 @@ func TestMalformedStreams(t *testing.T) {
 				server <- r
 				return r
 			})
-			raw, err := net.Dial("tcp", l.Addr().String())
-			require.NoError(t, err)
-			_, err = raw.Write(tc.stream)
+			raw := rawDial(t, l, Options{})
+			_, err := raw.Write(tc.stream)
 			require.NoError(t, err)
 			require.NoError(t, raw.Close())
 			r := <-server
@@ -370,25 +365,6 @@ func TestDialErrors(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestOptions(t *testing.T) {
-	var o Options
-	o.EnsureDefaults()
-	assert.Equal(t, Options{
-		MaxFrameSize:    4 << 20,
-		ReadBufferSize:  64 << 10,
-		WriteBufferSize: 64 << 10,
-		MaxPendingBytes: 16 << 20,
-	}, o)
-	assert.NoError(t, o.Validate())
-
-	bad := Options{MaxFrameSize: MaxFrameSizeLimit + 1, ReadBufferSize: 10, WriteBufferSize: -1, MaxPendingBytes: -1, WriteTimeout: -1}
-	err := bad.Validate()
-	require.ErrorIs(t, err, ErrInvalidOptions)
-	joined, ok := err.(interface{ Unwrap() []error })
-	require.True(t, ok)
-	assert.Len(t, joined.Unwrap(), 5, "every problem is reported: %v", err)
-}
-
 func TestSendDoesNotAllocate(t *testing.T) {
 	ncA, ncB := net.Pipe()
 	c := newConn(ncA, defaultOptions(), newRecorder())
@@ -458,4 +434,50 @@ func TestBurstBuffersAreReleased(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return c.Stats().FramesWritten == c.Stats().FramesQueued }, waitFor, time.Millisecond)
 	assert.LessOrEqual(t, pendingCap(), 16*64, "a past burst no longer pins memory")
+}
+
+// growthChecker is a stream that checks, at every read, that the reader's
+// buffer is no larger than a slab or twice what has arrived.
+type growthChecker struct {
+	t       *testing.T
+	fr      *frameReader
+	stream  []byte
+	arrived int
+	largest int
+}
+
+func (g *growthChecker) Read(p []byte) (int, error) {
+	if size := len(g.fr.buf); size > max(g.fr.slabSize, 2*g.arrived) {
+		g.t.Fatalf("buffer of %d bytes after %d arrived", size, g.arrived)
+	}
+	g.largest = max(g.largest, len(g.fr.buf))
+	if g.arrived == len(g.stream) {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 1000)], g.stream[g.arrived:])
+	g.arrived += n
+	return n, nil
+}
+
+func TestFrameBufferGrowsWithWhatArrives(t *testing.T) {
+	const size = 1 << 20
+	payload := bytes.Repeat([]byte("g"), size)
+	fr := &frameReader{max: size, slabSize: 4 << 10}
+	g := &growthChecker{t: t, fr: fr, stream: append(frameStream(string(payload)), frameStream("after")...)}
+	fr.r = g
+	got, err := fr.next()
+	require.NoError(t, err)
+	assert.Equal(t, payload, got)
+	assert.Equal(t, headerSize+size, g.largest, "and never beyond the announced frame")
+	next, err := fr.next()
+	require.NoError(t, err)
+	assert.Equal(t, "after", string(next))
+
+	// Stalled halfway: the buffer is about what arrived, not the announced size.
+	fr = &frameReader{max: size, slabSize: 4 << 10}
+	g = &growthChecker{t: t, fr: fr, stream: frameStream(string(payload))[:size/8]}
+	fr.r = g
+	_, err = fr.next()
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.LessOrEqual(t, g.largest, size/4)
 }

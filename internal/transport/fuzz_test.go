@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"unicode/utf8"
 )
 
 // chunkedReader returns at most size bytes per Read, so the fuzzer explores
@@ -82,6 +83,130 @@ func FuzzFrameReader(f *testing.F) {
 		default:
 			if !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Fatalf("truncated frame: got %v", err)
+			}
+		}
+	})
+}
+
+// seedHello is a dialler's hello message, for seeds.
+func seedHello(version uint16, role Role, flags uint8, cluster, silo string) []byte {
+	var buf [maxMessageSize]byte
+	h := hello{version: version, role: role, flags: flags, generation: 99, clusterID: cluster, siloID: silo}
+	return bytes.Clone(finishMessage(appendHello(startMessage(&buf, msgHello), &h)))
+}
+
+func seedMessage(typ byte, body []byte) []byte {
+	var buf [maxMessageSize]byte
+	return bytes.Clone(finishMessage(append(startMessage(&buf, typ), body...)))
+}
+
+// FuzzHandshakeDecoder feeds arbitrary bytes to the handshake's message
+// reader and body decoders: they must never panic, never return a body above
+// the limit, and what decodes must encode back to the same bytes.
+func FuzzHandshakeDecoder(f *testing.F) {
+	f.Add(seedHello(protocolVersion, RoleSilo, flagSecret, "prod", "silo-1"))
+	f.Add(seedHello(protocolVersion, RoleClient, 0, "", ""))
+	f.Add(seedHello(protocolVersion+1, RoleClient, 0, "", ""))
+	f.Add(append(seedHello(protocolVersion, RoleSilo, 0, "c", "s"), seedMessage(msgProof, nil)...))
+	f.Add(seedMessage(msgReject, appendReject(nil, ErrClusterMismatch, "not in cluster")))
+	f.Add(seedMessage(msgReject, []byte{200, 3, 0xff, 0xfe, 0xfd}))
+	f.Add([]byte("GRNY\x01\xff\xff"))
+	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		r := bytes.NewReader(stream)
+		var buf [maxMessageSize]byte
+		for {
+			typ, body, err := readMessage(r, &buf)
+			if err != nil {
+				var he *HandshakeError
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.As(err, &he) {
+					t.Fatalf("unexpected error %v", err)
+				}
+				return
+			}
+			if len(body) > maxMessageBody {
+				t.Fatalf("body of %d bytes", len(body))
+			}
+			switch typ {
+			case msgHello, msgWelcome:
+				h, rest, err := decodeHello(body)
+				if err != nil {
+					continue
+				}
+				if h.version != protocolVersion || !h.role.valid() || len(h.clusterID) > MaxIDLength || len(h.siloID) > MaxIDLength {
+					t.Fatalf("decoded an invalid hello %+v", h)
+				}
+				if re := appendHello(nil, &h); !bytes.Equal(re, body[:len(body)-len(rest)]) {
+					t.Fatalf("hello does not re-encode: %x vs %x", re, body)
+				}
+			case msgReject:
+				// A readable refusal keeps its detail when that is UTF-8 and
+				// drops it otherwise; an unreadable one is malformed.
+				e := decodeReject(body)
+				switch {
+				case e.Reason == nil || !utf8.ValidString(e.Detail) || len(e.Detail) > 255:
+					t.Fatalf("refusal %x decoded to %+v", body, e)
+				case e.ByPeer && utf8.Valid(body[2:]) && e.Detail != string(body[2:]):
+					t.Fatalf("refusal %x lost its detail: %+v", body, e)
+				case !e.ByPeer && e.Reason != ErrMalformedHandshake:
+					t.Fatalf("unreadable refusal %x decoded to %+v", body, e)
+				}
+			}
+		}
+	})
+}
+
+// scripted is a peer's side of a handshake: it reads from a script and
+// collects what this end writes.
+type scripted struct {
+	in  *bytes.Reader
+	out bytes.Buffer
+}
+
+func (s *scripted) Read(p []byte) (int, error)  { return s.in.Read(p) }
+func (s *scripted) Write(p []byte) (int, error) { return s.out.Write(p) }
+
+// FuzzHandshake runs either end of the handshake against arbitrary bytes
+// from the peer: it must never panic, fail with anything but a handshake or
+// stream error, or succeed without a valid proof when it has a secret; and
+// every message it writes must be well formed and bounded.
+func FuzzHandshake(f *testing.F) {
+	client := seedHello(protocolVersion, RoleClient, 0, "", "")
+	f.Add(false, false, append(client, seedMessage(msgProof, nil)...))
+	f.Add(false, true, append(seedHello(protocolVersion, RoleClient, flagSecret, "", ""), seedMessage(msgProof, make([]byte, proofSize))...))
+	f.Add(false, false, seedHello(protocolVersion, RoleSilo, 0, "other", "x"))
+	f.Add(false, false, append(client, seedMessage(msgReject, appendReject(nil, ErrSecretMismatch, "no"))...))
+	welcome := seedMessage(msgWelcome, appendHello(nil, &hello{version: protocolVersion, role: RoleSilo}))
+	f.Add(true, false, append(welcome, seedMessage(msgAccept, nil)...))
+	f.Add(true, true, welcome)
+	f.Add(true, false, seedMessage(msgReject, appendReject(nil, ErrRoleRefused, "no clients")))
+	f.Fuzz(func(t *testing.T, asDialler, withSecret bool, input []byte) {
+		peer := &scripted{in: bytes.NewReader(input)}
+		h := &handshake{rw: peer, local: Identity{Role: RoleSilo}}
+		if withSecret {
+			h.secret = secretA
+		}
+		var err error
+		if asDialler {
+			_, err = h.dial()
+		} else if _, err = io.ReadFull(peer, h.buf[:msgHeaderSize]); err == nil {
+			_, err = h.listen()
+		}
+		var he *HandshakeError
+		switch {
+		case err == nil && withSecret:
+			t.Fatalf("a handshake with a secret passed on forged bytes %x", input)
+		case err != nil && !errors.As(err, &he) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+			t.Fatalf("unexpected error %v", err)
+		}
+		written := bytes.NewReader(peer.out.Bytes())
+		var buf [maxMessageSize]byte
+		for n := 0; written.Len() > 0; n++ {
+			if n == 3 {
+				t.Fatalf("more than 3 messages written")
+			}
+			if _, _, err := readMessage(written, &buf); err != nil {
+				t.Fatalf("wrote a malformed message: %v", err)
 			}
 		}
 	})

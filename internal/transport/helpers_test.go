@@ -1,6 +1,9 @@
 package transport
 
 import (
+	"bytes"
+	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,6 +15,9 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// quiet is the logger of listeners whose logs a test does not read.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // waitFor bounds every wait in these tests, so a bug fails a test instead of
 // hanging it.
@@ -139,12 +145,50 @@ func (g *gatedConn) waitEntered(t *testing.T) {
 
 // listen starts a listener on loopback whose connections get handlers from
 // newHandler, and closes it when the test ends.
-func listen(t *testing.T, opts Options, newHandler func(*Conn) Handler) *Listener {
+func listen(t *testing.T, opts Options, newHandler func(*Conn) Handler, o ...Option) *Listener {
 	t.Helper()
-	l, err := Listen("127.0.0.1:0", opts, newHandler)
+	o = append([]Option{WithLogger(quiet)}, o...)
+	l, err := Listen("127.0.0.1:0", opts, newHandler, o...)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// logBuffer collects a logger's lines for a test to read.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func newLogBuffer() (*logBuffer, *slog.Logger) {
+	b := &logBuffer{}
+	return b, slog.New(slog.NewTextHandler(b, nil))
+}
+
+// rawDial connects to l and runs a client's handshake by hand, returning the
+// socket, so that a test can then write what a well-behaved peer never would.
+func rawDial(tb testing.TB, l *Listener, opts Options) net.Conn {
+	tb.Helper()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(tb, err)
+	tb.Cleanup(func() { nc.Close() })
+	require.NoError(tb, opts.prepare(false))
+	h := handshake{rw: nc, local: opts.Identity, secret: opts.ClusterSecret}
+	_, err = h.dial()
+	require.NoError(tb, err)
+	return nc
 }
 
 func dial(t *testing.T, l *Listener, opts Options, h Handler) *Conn {
