@@ -2,10 +2,8 @@ package silo_test
 
 import (
 	"context"
-	"encoding/binary"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -423,26 +421,39 @@ func TestUnknownGrainTypeAndMethod(t *testing.T) {
 	require.NoError(t, err, "the connection still serves")
 }
 
+// rawBody is a frame body sent as it is.
+type rawBody []byte
+
+func (b rawBody) AppendTo(dst []byte) ([]byte, error) { return append(dst, b...), nil }
+
+// nopHandler ignores what arrives.
+type nopHandler struct{}
+
+func (nopHandler) HandleFrame(*transport.Conn, []byte) {}
+func (nopHandler) HandleClose(*transport.Conn, error)  {}
+
 func TestMalformedAndOversizeFramesCloseOnlyThatConnection(t *testing.T) {
 	e := startSilo(t, envConfig{opts: silo.Options{MaxFrameSize: 1024}})
 	good := e.client(client.Options{})
 	ref := testgrain.NewCounterRef(good, "k")
 
-	for name, frame := range map[string][]byte{
-		"malformed": append(binary.BigEndian.AppendUint32(nil, 3), 0xff, 0xff, 0xff),
-		"oversize":  binary.BigEndian.AppendUint32(nil, 1<<20),
-		"bad kind":  append(binary.BigEndian.AppendUint32(nil, 2), 0x08, 0x63),
+	for name, body := range map[string][]byte{
+		"malformed": {0xff, 0xff, 0xff},
+		"oversize":  make([]byte, 4096),
+		"bad kind":  {0x08, 0x63},
 	} {
 		t.Run(name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", e.silo.GatewayAddr().String())
+			// A peer that completed the handshake, then sends a frame the
+			// silo cannot take.
+			conn, err := transport.Dial(context.Background(), e.silo.GatewayAddr().String(), transport.Options{MaxFrameSize: 1 << 20}, nopHandler{})
 			require.NoError(t, err)
 			defer conn.Close()
-			_, err = conn.Write(frame)
-			require.NoError(t, err)
-			require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
-			_, err = conn.Read(make([]byte, 1))
-			require.ErrorIs(t, err, io.EOF, "the silo closed the offending connection")
-
+			require.NoError(t, conn.Send(rawBody(body)))
+			select {
+			case <-conn.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the silo kept the offending connection")
+			}
 			_, err = ref.Add(context.Background(), &testgrain.AddRequest{Delta: 1})
 			require.NoError(t, err, "and keeps serving others")
 		})
