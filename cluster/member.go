@@ -96,6 +96,7 @@ func (k EventKind) String() string {
 
 // Event is one change of the local membership view.
 type Event struct {
+	// Kind says what happened.
 	Kind EventKind
 	// Member is the member after the change; for EventLeft and EventFailed,
 	// as it was last seen.

@@ -20,7 +20,9 @@ var ErrBadPick = errors.New("placement: strategy picked no candidate")
 // Candidate is a silo that may host a new activation, with the load figure it
 // last published (its activation count).
 type Candidate struct {
+	// Silo is the silo's id.
 	Silo string
+	// Load is the silo's published activation count.
 	Load int64
 }
 
