@@ -116,7 +116,12 @@ func (c *Client) dial(ctx context.Context, addr string) (*rpc.Endpoint, error) {
 	ep := rpc.NewEndpoint(rpc.EndpointOptions{SweepInterval: c.opts.TimeoutResolution}, nil, nil, c.deps.clock, c.deps.log)
 	dialCtx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
-	conn, err := transport.Dial(dialCtx, addr, transport.Options{MaxFrameSize: c.opts.MaxFrameSize}, ep)
+	conn, err := transport.Dial(dialCtx, addr, transport.Options{
+		MaxFrameSize:  c.opts.MaxFrameSize,
+		Identity:      transport.Identity{Role: transport.RoleClient, ClusterID: c.opts.ClusterID},
+		ClusterSecret: c.opts.Secret,
+		TLS:           c.opts.TLS,
+	}, ep, transport.WithLogger(c.deps.log))
 	if err != nil {
 		return nil, fmt.Errorf("dial gateway %s: %w", addr, err)
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"time"
 
@@ -38,7 +39,19 @@ type Options struct {
 	// TimeoutResolution is how often pending calls are checked against
 	// their response timeouts. Default 10 ms.
 	TimeoutResolution time.Duration
+	// ClusterID names the cluster the client means to reach; a gateway of
+	// another cluster refuses it. Default "granary", the silos' default.
+	ClusterID string
+	// Secret is the cluster's secret, when the silos require one.
+	Secret []byte
+	// TLS, when set, runs connections over TLS with this client
+	// configuration (with Certificates, for gateways that ask for mutual
+	// TLS).
+	TLS *tls.Config
 }
+
+// DefaultClusterID is the cluster id of a client that names none.
+const DefaultClusterID = "granary"
 
 // EnsureDefaults fills zero fields with their defaults.
 func (o *Options) EnsureDefaults() {
@@ -53,6 +66,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.TimeoutResolution == 0 {
 		o.TimeoutResolution = rpc.DefaultSweepInterval
+	}
+	if o.ClusterID == "" {
+		o.ClusterID = DefaultClusterID
 	}
 }
 
@@ -69,6 +85,9 @@ func (o *Options) Validate() error {
 	c.Positive("DialTimeout", o.DialTimeout)
 	c.Range("MaxFrameSize", o.MaxFrameSize, minFrameSize, transport.MaxFrameSizeLimit)
 	c.Positive("TimeoutResolution", o.TimeoutResolution)
+	if n := len(o.Secret); n > 0 && n < transport.MinSecretLength {
+		c.Bad("Secret", "must be at least %d bytes, got %d", transport.MinSecretLength, n)
+	}
 	return c.Err()
 }
 

@@ -1,17 +1,21 @@
 package silo
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/directory"
 	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/optcheck"
 	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/persistence"
+	"github.com/granary-go/granary/placement"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -54,7 +58,84 @@ type Options struct {
 	TimeoutResolution time.Duration
 	// Limits bound what clients may ask of the silo.
 	Limits Limits
+	// Security says who may connect: the cluster's name and secret, and
+	// TLS.
+	Security Security
+	// Cluster makes the silo a member of a cluster when Cluster.Enabled is
+	// set; otherwise the silo stands alone.
+	Cluster ClusterOptions
 }
+
+// Security says who may connect to a silo. Every connection, a client's or
+// another silo's, starts with a handshake that checks the cluster id and,
+// when a secret is set, that the peer knows it (proved by an HMAC over the
+// handshake, never sent). docs/security.md has the details.
+type Security struct {
+	// ClusterID names the cluster; a peer that names another is refused.
+	// Default "granary".
+	ClusterID string
+	// Secret, when set, is required of every peer, clients included, and
+	// encrypts the cluster's gossip. At least 16 bytes; 32 random bytes are
+	// a good choice.
+	Secret []byte
+	// TLS, when set, is the server configuration of the gateway and of the
+	// listener for other silos; for mutual TLS, set ClientAuth and
+	// ClientCAs.
+	TLS *tls.Config
+	// DialTLS, when set, is the client configuration this silo dials other
+	// silos with (for mutual TLS between silos, with Certificates).
+	DialTLS *tls.Config
+}
+
+// ClusterOptions make a silo a member of a cluster: it finds the others
+// through gossip (hashicorp/memberlist), links to each of them, takes its
+// part of the grain directory, and places new activations.
+type ClusterOptions struct {
+	// Enabled makes the silo join a cluster.
+	Enabled bool
+	// SiloAddress is where the silo listens for links from other silos,
+	// host:port; port 0 picks a free port. Default 127.0.0.1:0.
+	SiloAddress string
+	// AdvertiseAddress is the address other silos dial for SiloAddress,
+	// when it differs from the address bound (binding 0.0.0.0, NAT).
+	AdvertiseAddress string
+	// GossipAddress is where memberlist listens, IP:port; port 0 picks a
+	// free port. Default 127.0.0.1:0.
+	GossipAddress string
+	// AdvertiseGossipAddress is the address other silos gossip to, when it
+	// differs from GossipAddress.
+	AdvertiseGossipAddress string
+	// Seeds are gossip addresses of silos to join. A silo with no seed
+	// (or only itself) starts a new cluster.
+	Seeds []string
+	// Timings tune failure detection and gossip; zero fields take
+	// cluster.LANTimings, and cluster.FastTimings is a profile for tests
+	// on one machine.
+	Timings cluster.Timings
+	// Placement chooses where a new activation of a grain type goes;
+	// placement.Random for types it does not name.
+	Placement map[string]placement.Strategy
+	// DirectoryTimeout bounds a request to another silo's part of the
+	// directory, retries included. Default 5 s.
+	DirectoryTimeout time.Duration
+	// HandoffWait is how long a silo that gains part of the directory from
+	// a silo that is still alive waits for its entries before rebuilding
+	// them. Default 3 s.
+	HandoffWait time.Duration
+	// KeepaliveInterval and KeepaliveTimeout watch links between silos: a
+	// heartbeat after KeepaliveInterval without traffic, and a link that
+	// heard nothing for KeepaliveTimeout is closed. Defaults 1 s and 10 s.
+	KeepaliveInterval, KeepaliveTimeout time.Duration
+}
+
+// Defaults of ClusterOptions and Security.
+const (
+	DefaultClusterID         = "granary"
+	DefaultSiloAddress       = "127.0.0.1:0"
+	DefaultGossipAddress     = "127.0.0.1:0"
+	DefaultKeepaliveInterval = time.Second
+	DefaultKeepaliveTimeout  = 10 * time.Second
+)
 
 // Limits bound what clients may ask of a silo, so that no client can
 // starve the others. A request over a limit is answered at once with
@@ -102,6 +183,28 @@ func (o *Options) EnsureDefaults() {
 	if o.TimeoutResolution == 0 {
 		o.TimeoutResolution = rpc.DefaultSweepInterval
 	}
+	if o.Security.ClusterID == "" {
+		o.Security.ClusterID = DefaultClusterID
+	}
+	c := &o.Cluster
+	if c.SiloAddress == "" {
+		c.SiloAddress = DefaultSiloAddress
+	}
+	if c.GossipAddress == "" {
+		c.GossipAddress = DefaultGossipAddress
+	}
+	if c.DirectoryTimeout == 0 {
+		c.DirectoryTimeout = directory.DefaultCallTimeout
+	}
+	if c.HandoffWait == 0 {
+		c.HandoffWait = directory.DefaultHandoffWait
+	}
+	if c.KeepaliveInterval == 0 {
+		c.KeepaliveInterval = DefaultKeepaliveInterval
+	}
+	if c.KeepaliveTimeout == 0 {
+		c.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
 }
 
 // Validate reports every invalid field.
@@ -119,6 +222,23 @@ func (o *Options) Validate() error {
 	c.Range("Limits.MaxInFlight", o.Limits.MaxInFlight, 0, 1<<30)
 	c.Range("Limits.ActivationBurst", o.Limits.ActivationBurst, 0, 1<<30)
 	c.Range("Limits.MaxActivations", o.Limits.MaxActivations, 0, 1<<30)
+	if n := len(o.Security.Secret); n > 0 && n < transport.MinSecretLength {
+		c.Bad("Security.Secret", "must be at least %d bytes, got %d", transport.MinSecretLength, n)
+	}
+	if o.Cluster.Enabled {
+		c.Address("Cluster.SiloAddress", o.Cluster.SiloAddress, 0)
+		if o.Cluster.AdvertiseAddress != "" {
+			c.Address("Cluster.AdvertiseAddress", o.Cluster.AdvertiseAddress, 1)
+		}
+		c.Address("Cluster.GossipAddress", o.Cluster.GossipAddress, 0)
+		for _, seed := range o.Cluster.Seeds {
+			c.Address("Cluster.Seeds", seed, 1)
+		}
+		c.Positive("Cluster.DirectoryTimeout", o.Cluster.DirectoryTimeout)
+		c.Positive("Cluster.HandoffWait", o.Cluster.HandoffWait)
+		c.Positive("Cluster.KeepaliveInterval", o.Cluster.KeepaliveInterval)
+		c.Positive("Cluster.KeepaliveTimeout", o.Cluster.KeepaliveTimeout)
+	}
 	return c.Err()
 }
 
@@ -142,8 +262,32 @@ func (o *Options) linkEndpoint() rpc.EndpointOptions {
 // linkMaxInFlight bounds the requests in flight on a link between silos.
 const linkMaxInFlight = 1 << 16
 
+// gatewayTransport is how the gateway's connections are set up: clients
+// only, idle ones closed.
+func (o *Options) gatewayTransport(gen int64) transport.Options {
+	t := o.transport()
+	t.Identity = transport.Identity{Role: transport.RoleSilo, SiloID: o.Name, Generation: gen, ClusterID: o.Security.ClusterID}
+	t.Listener.AcceptRoles = []transport.Role{transport.RoleClient}
+	t.TLS = o.Security.TLS
+	return t
+}
+
+// linkTransport is how links between silos are set up, dialled (dial
+// true) or accepted.
+func (o *Options) linkTransport(gen int64, dial bool) transport.Options {
+	t := o.transport()
+	t.Identity = transport.Identity{Role: transport.RoleSilo, SiloID: o.Name, Generation: gen, ClusterID: o.Security.ClusterID}
+	t.Listener.AcceptRoles = []transport.Role{transport.RoleSilo}
+	t.KeepaliveInterval, t.KeepaliveTimeout = o.Cluster.KeepaliveInterval, o.Cluster.KeepaliveTimeout
+	t.TLS = o.Security.TLS
+	if dial {
+		t.TLS = o.Security.DialTLS
+	}
+	return t
+}
+
 func (o *Options) transport() transport.Options {
-	return transport.Options{MaxFrameSize: o.MaxFrameSize} // Listen fills in the other defaults
+	return transport.Options{MaxFrameSize: o.MaxFrameSize, ClusterSecret: o.Security.Secret} // Listen fills in the other defaults
 }
 
 // Option injects behaviour into a Silo.

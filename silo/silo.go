@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/directory"
 	"github.com/granary-go/granary/internal/dispatch"
 	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/rpc"
@@ -26,9 +29,6 @@ import (
 var (
 	ErrStarted    = errors.New("silo: already started")
 	ErrNotStarted = errors.New("silo: not started")
-	// ErrNoLink means this silo has no connection to the silo a grain
-	// lives on.
-	ErrNoLink = errors.New("silo: no link to silo")
 )
 
 // Silo hosts grains: it keeps their activations, persists their state,
@@ -40,21 +40,33 @@ type Silo struct {
 	flusher *persistence.Flusher
 	caller  *hostedCaller
 	router  *rpc.Router
+	gen     int64 // this incarnation: the silo's start time, Unix nanoseconds
 
 	// host is set once, by Start; every local call reads it, so it is
 	// atomic rather than under mu.
 	host atomic.Pointer[host.Host]
 
+	// The cluster's parts, set by Start when Options.Cluster.Enabled.
+	dir     *directory.Directory
+	members *cluster.Membership
+
+	background
+
 	mu struct {
 		sync.Mutex
-		kinds     []*host.Kind
-		types     []string
-		listener  *transport.Listener
-		endpoints map[*rpc.Endpoint]struct{}
-		links     map[string]*rpc.Endpoint // connections to other silos, by silo name
-		interner  *wire.Interner
-		started   bool
-		stopped   bool
+		kinds        []*host.Kind
+		types        []string
+		listener     *transport.Listener // the gateway
+		linkListener *transport.Listener // links from other silos
+		endpoints    map[*rpc.Endpoint]struct{}
+		links        map[string]*link // connections to other silos, by silo name
+		linkWaiters  map[string][]func(*rpc.Endpoint, error)
+		dialing      map[string]bool
+		view         cluster.View // the latest membership view
+		interner     *wire.Interner
+		starting     bool
+		started      bool
+		stopped      bool
 
 		gatewayClosed chan struct{} // closed once the gateway has closed
 		gatewayErr    error
@@ -92,8 +104,11 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 		LocalCaller: rpc.NewLocalCaller(s, func() time.Duration { return s.opts.ResponseTimeout }, s.deps.clock, opts.TimeoutResolution),
 		filters:     s.deps.outgoing,
 	}
+	s.gen = s.deps.clock.Now().UnixNano()
 	s.mu.endpoints = make(map[*rpc.Endpoint]struct{})
-	s.mu.links = make(map[string]*rpc.Endpoint)
+	s.mu.links = make(map[string]*link)
+	s.mu.linkWaiters = make(map[string][]func(*rpc.Endpoint, error))
+	s.mu.dialing = make(map[string]bool)
 	s.router = &rpc.Router{Self: opts.Name, Locator: s.deps.locator, Links: s}
 	return s, nil
 }
@@ -115,7 +130,7 @@ func (s *Silo) RegisterGrain(desc *proxy.ServiceDesc, factory func(id actor.Grai
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.started {
+	if s.mu.started || s.mu.starting {
 		return fmt.Errorf("silo: register %s: %w", desc.Name, ErrStarted)
 	}
 	for _, k := range s.mu.kinds {
@@ -151,25 +166,47 @@ func (s *Silo) newFlusher() (*persistence.Flusher, error) {
 		persistence.WithClock(s.deps.clock), persistence.WithLogger(s.log))
 }
 
-// Start starts the activation host, the state flusher and the gateway.
+// Start starts the activation host, the state flusher and the gateway,
+// and, for a silo of a cluster, joins the cluster first: it listens for
+// other silos, joins through the seeds, takes its part of the directory
+// and announces itself active before its gateway takes clients.
 func (s *Silo) Start(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.started {
+	if s.mu.started || s.mu.starting {
+		s.mu.Unlock()
 		return ErrStarted
 	}
+	s.mu.starting = true
+	kinds, types := slices.Clone(s.mu.kinds), slices.Clone(s.mu.types)
+	s.mu.Unlock()
+	err := s.start(ctx, kinds, types)
+	s.mu.Lock()
+	s.mu.starting = false
+	s.mu.started = err == nil
+	s.mu.Unlock()
+	return err
+}
+
+// start does the work of Start, without holding s.mu: joining a cluster
+// takes the silo's lock for what it learns.
+func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) error {
 	hostOpts := []host.HostOption{
 		host.WithClock(s.deps.clock), host.WithLogger(s.log), host.WithStateStore(stateStore{s.flusher}),
 		host.WithOwner(s), host.WithRouter(s.router),
 	}
-	if dir, ok := s.deps.locator.(host.Directory); ok {
+	if s.opts.Cluster.Enabled {
+		s.dir = s.newDirectory()
+		s.router.Locator = s.dir
+		s.router.Systems = map[string]func(*host.Request){directory.ServiceType: s.dir.Serve}
+		hostOpts = append(hostOpts, host.WithDirectory(s.dir))
+	} else if dir, ok := s.deps.locator.(host.Directory); ok {
 		hostOpts = append(hostOpts, host.WithDirectory(dir))
 	}
 	h, err := host.NewHost(host.HostOptions{
 		CollectionAge:     s.opts.CollectionAge,
 		CollectionQuantum: s.opts.CollectionQuantum,
 		MaxActivations:    s.opts.Limits.MaxActivations,
-	}, s.mu.kinds, hostOpts...)
+	}, kinds, hostOpts...)
 	if err != nil {
 		return err
 	}
@@ -177,10 +214,17 @@ func (s *Silo) Start(ctx context.Context) error {
 	if err := s.flusher.Start(ctx); err != nil {
 		return err
 	}
+	var gateway net.Listener
 	// undo stops what a failed Start started. A stopped flusher cannot
 	// start again, so the silo gets a fresh one: Start may be retried,
 	// once the gateway's port is free, say.
 	undo := func() {
+		if gateway != nil {
+			_ = gateway.Close()
+		}
+		s.unjoin()
+		s.host.Store(nil)
+		_ = h.Stop(ctx)
 		_ = s.flusher.Stop(ctx)
 		if f, err := s.newFlusher(); err == nil { // the options were valid in New
 			s.flusher = f
@@ -190,31 +234,60 @@ func (s *Silo) Start(ctx context.Context) error {
 		undo()
 		return err
 	}
-	s.mu.interner = wire.NewInterner(s.mu.types...)
+	s.host.Store(h)
+	interner := wire.NewInterner(append(types, directory.ServiceType)...)
+	s.mu.Lock()
+	s.mu.interner = interner
+	s.mu.Unlock()
 	if !s.opts.DisableGateway {
-		interner := s.mu.interner
-		l, err := transport.Listen(s.opts.GatewayAddress, s.opts.transport(), func(c *transport.Conn) transport.Handler {
-			ep := rpc.NewEndpoint(s.opts.clientEndpoint(), h, interner, s.deps.clock, s.log)
-			ep.Attach(c)
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.mu.stopped {
-				return nil // a stopping silo takes no new connections
-			}
-			s.mu.endpoints[ep] = struct{}{}
-			return &gatewayConn{Endpoint: ep, silo: s}
-		})
-		if err != nil {
-			_ = h.Stop(ctx)
+		// Bound now, so that the membership announces its address; served
+		// once the silo has joined.
+		if gateway, err = net.Listen("tcp", s.opts.GatewayAddress); err != nil {
 			undo()
 			return fmt.Errorf("silo: gateway: %w", err)
 		}
+	}
+	if s.opts.Cluster.Enabled {
+		if err := s.joinCluster(ctx, h, interner, gateway); err != nil {
+			undo()
+			return err
+		}
+	}
+	if gateway != nil {
+		l, err := s.serveGateway(h, interner, gateway)
+		if err != nil {
+			gateway = nil // Serve closed it
+			undo()
+			return fmt.Errorf("silo: gateway: %w", err)
+		}
+		s.mu.Lock()
 		s.mu.listener = l
+		s.mu.Unlock()
 		s.log.Info("gateway listening", slog.String("addr", l.Addr().String()))
 	}
-	s.host.Store(h)
-	s.mu.started = true
 	return nil
+}
+
+// serveGateway accepts clients on ln.
+func (s *Silo) serveGateway(h *host.Host, interner *wire.Interner, ln net.Listener) (*transport.Listener, error) {
+	opts := s.opts.gatewayTransport(s.gen)
+	if !s.opts.Cluster.Enabled {
+		opts.Listener.AcceptRoles = nil // silos linked by hand come in through the gateway
+	}
+	return transport.Serve(ln, opts, func(c *transport.Conn) transport.Handler {
+		if c.Peer().Role == transport.RoleSilo {
+			return s.acceptLink(c, s.newLinkEndpoint(h, interner, c))
+		}
+		ep := rpc.NewEndpoint(s.opts.clientEndpoint(), h, interner, s.deps.clock, s.log)
+		ep.Attach(c)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.mu.stopped {
+			return nil // a stopping silo takes no new connections
+		}
+		s.mu.endpoints[ep] = struct{}{}
+		return &gatewayConn{Endpoint: ep, silo: s}
+	}, transport.WithLogger(s.log))
 }
 
 // gatewayConn forgets its endpoint when the connection ends.
@@ -230,57 +303,11 @@ func (g *gatewayConn) HandleClose(c *transport.Conn, err error) {
 	g.silo.mu.Unlock()
 }
 
-// Link implements rpc.Links: it returns the connection to another silo.
-func (s *Silo) Link(silo string) (*rpc.Endpoint, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ep := s.mu.links[silo]; ep != nil {
-		return ep, nil
-	}
-	return nil, fmt.Errorf("%w: silo %s", ErrNoLink, silo)
-}
-
-// link connects this silo to the silo named name, listening at addr. The
-// connection carries calls both ways: this silo's calls to grains there,
-// and that silo's calls to grains here.
+// link connects this silo by hand to the silo named name, listening at
+// addr (for tests of silos without a cluster).
 func (s *Silo) link(ctx context.Context, name, addr string) error {
-	h := s.host.Load()
-	if h == nil {
-		return ErrNotStarted
-	}
-	s.mu.Lock()
-	interner := s.mu.interner
-	s.mu.Unlock()
-	ep := rpc.NewEndpoint(s.opts.linkEndpoint(), h, interner, s.deps.clock, s.log)
-	conn, err := transport.Dial(ctx, addr, s.opts.transport(), &linkConn{Endpoint: ep, silo: s, name: name})
-	if err != nil {
-		return fmt.Errorf("silo: link to %s: %w", name, err)
-	}
-	ep.Attach(conn)
-	s.mu.Lock()
-	old := s.mu.links[name]
-	s.mu.links[name] = ep
-	s.mu.Unlock()
-	if old != nil {
-		_ = old.Conn().Close()
-	}
-	return nil
-}
-
-// linkConn forgets its link when the connection ends.
-type linkConn struct {
-	*rpc.Endpoint
-	silo *Silo
-	name string
-}
-
-func (l *linkConn) HandleClose(c *transport.Conn, err error) {
-	l.Endpoint.HandleClose(c, err)
-	l.silo.mu.Lock()
-	if l.silo.mu.links[l.name] == l.Endpoint {
-		delete(l.silo.mu.links, l.name)
-	}
-	l.silo.mu.Unlock()
+	_, err := s.dialLinkAt(ctx, name, addr)
+	return err
 }
 
 // flushConnections waits, within ctx, until what every connection has
@@ -291,25 +318,12 @@ func (s *Silo) flushConnections(ctx context.Context) {
 	for ep := range s.mu.endpoints {
 		conns = append(conns, ep.Conn())
 	}
-	for _, ep := range s.mu.links {
-		conns = append(conns, ep.Conn())
+	for _, l := range s.mu.links {
+		conns = append(conns, l.ep.Conn())
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
 		_ = c.Flush(ctx) // a connection that ended or a ctx that ran out leaves nothing to wait for
-	}
-}
-
-// closeLinks closes every connection to another silo.
-func (s *Silo) closeLinks() {
-	s.mu.Lock()
-	links := make([]*rpc.Endpoint, 0, len(s.mu.links))
-	for _, ep := range s.mu.links {
-		links = append(links, ep)
-	}
-	s.mu.Unlock()
-	for _, ep := range links {
-		_ = ep.Conn().Close()
 	}
 }
 
@@ -376,6 +390,10 @@ func (s *Silo) Stop(ctx context.Context) error {
 	host := s.host.Load()
 	s.mu.Unlock()
 
+	if first {
+		s.announceLeaving(ctx)
+	}
+
 	// Host.Stop is a no-op once it has finished, so a later Stop redoes
 	// only what an earlier one could not finish in time.
 	hostErr := host.Stop(ctx)
@@ -387,13 +405,14 @@ func (s *Silo) Stop(ctx context.Context) error {
 		s.flushConnections(ctx) // the last replies go out before the connections close
 	}
 	gatewayErr := s.closeGateway(ctx)
-	s.closeLinks()
 	s.caller.Close()
 	if hostErr != nil {
 		// Activations still to deactivate flush through the flusher, so it
 		// keeps running until a later Stop sees the host stopped.
+		s.closeLinks()
 		return errors.Join(hostErr, gatewayErr)
 	}
+	s.leaveCluster(ctx)
 	if err := errors.Join(gatewayErr, s.flusher.Stop(ctx)); err != nil {
 		return err
 	}
@@ -450,6 +469,9 @@ type Stats struct {
 	Clients int                      // client connections open
 	Links   rpc.EndpointStats        // summed over connections to other silos
 	Flusher persistence.FlusherStats // the state writes
+	// Directory counts this silo's part of the grain directory (a silo of
+	// a cluster).
+	Directory directory.Stats
 }
 
 // Stats returns the silo's counters.
@@ -461,14 +483,17 @@ func (s *Silo) Stats() Stats {
 		eps = append(eps, ep)
 	}
 	links := make([]*rpc.Endpoint, 0, len(s.mu.links))
-	for _, ep := range s.mu.links {
-		links = append(links, ep)
+	for _, l := range s.mu.links {
+		links = append(links, l.ep)
 	}
 	flusher := s.flusher // a failed Start replaces it
 	s.mu.Unlock()
 	var st Stats
 	for _, ep := range links {
 		st.Links.Add(ep.Stats())
+	}
+	if s.dir != nil {
+		st.Directory = s.dir.Stats()
 	}
 	if host != nil {
 		st.Host = host.Stats()

@@ -241,7 +241,7 @@ func (h rawHandler) HandleClose(*transport.Conn, error) { close(h.replies) }
 func dialRaw(t *testing.T, e *env) *rawConn {
 	t.Helper()
 	h := rawHandler{replies: make(chan wire.Envelope, 16)}
-	conn, err := transport.Dial(context.Background(), e.silo.GatewayAddr().String(), transport.Options{}, h)
+	conn, err := transport.Dial(context.Background(), e.silo.GatewayAddr().String(), transport.Options{Identity: transport.Identity{ClusterID: silo.DefaultClusterID}}, h)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(); <-conn.Done() })
 	return &rawConn{conn: conn, replies: h.replies}
@@ -445,7 +445,8 @@ func TestMalformedAndOversizeFramesCloseOnlyThatConnection(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			// A peer that completed the handshake, then sends a frame the
 			// silo cannot take.
-			conn, err := transport.Dial(context.Background(), e.silo.GatewayAddr().String(), transport.Options{MaxFrameSize: 1 << 20}, nopHandler{})
+			conn, err := transport.Dial(context.Background(), e.silo.GatewayAddr().String(),
+				transport.Options{MaxFrameSize: 1 << 20, Identity: transport.Identity{ClusterID: silo.DefaultClusterID}}, nopHandler{})
 			require.NoError(t, err)
 			defer conn.Close()
 			require.NoError(t, conn.Send(rawBody(body)))

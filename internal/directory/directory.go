@@ -24,6 +24,7 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/directory/directorypb"
 	"github.com/granary-go/granary/internal/ring"
 	"github.com/granary-go/granary/placement"
 	"github.com/granary-go/granary/proxy"
@@ -506,3 +507,55 @@ func (d *Directory) Unregister(id actor.GrainID) {
 // randomDelay is a short pause between tries of a request another silo
 // refused because its view differs from this one's.
 func randomDelay() time.Duration { return time.Duration(5+rand.IntN(20)) * time.Millisecond }
+
+// Find asks the grain's owner where its activation lives, without placing
+// anything: found is false when it has none.
+func (d *Directory) Find(ctx context.Context, id actor.GrainID) (silo string, found bool, err error) {
+	h := ring.Hash(id)
+	for {
+		d.mu.Lock()
+		owner, ok := d.ownerLocked(h)
+		if !ok {
+			d.mu.Unlock()
+			return "", false, ErrNoOwner
+		}
+		if owner.ID == d.self.Silo && !d.heldLocked(h) {
+			a, ok := d.mu.partition[id]
+			ok = ok && d.liveLocked(a)
+			d.mu.Unlock()
+			return a.Silo, ok, nil
+		}
+		d.mu.Unlock()
+		var reply *directorypb.LookupReply
+		err := d.ownerCall(ctx, h, func(ref directorypb.DirectoryRef) (err error) {
+			reply, err = ref.Lookup(ctx, &directorypb.LookupRequest{Grain: pbGrain(id)}, d.callTimeout())
+			return err
+		})
+		switch {
+		case errors.Is(err, errSelfOwner):
+			if serr := sleep(ctx, randomDelay()); serr != nil { // held here: wait for the release
+				return "", false, serr
+			}
+			continue
+		case err != nil:
+			return "", false, err
+		}
+		return reply.GetActivation().GetSilo(), reply.GetFound(), nil
+	}
+}
+
+// Wait waits, within ctx, for the directory's requests to other silos
+// (unregistrations, handoffs) to finish.
+func (d *Directory) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		d.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -129,15 +129,38 @@ func (r *Router) Forward(req *host.Request, silo string) {
 		return
 	}
 	link, err := r.Links.Link(silo)
-	if err != nil {
-		if f, ok := r.Locator.(forgetter); ok {
-			f.Forget(req.Target)
-		}
-		req.Reply.Reply(req, nil, fmt.Errorf("%w: %s lives on silo %s: %w", proxy.ErrUnavailable, req.Target, silo, err))
-		req.Release()
+	if err == nil {
+		link.Relay(req)
 		return
 	}
-	link.Relay(req)
+	if later, ok := r.Links.(laterLinks); ok {
+		// No link yet: relay once it is up, without holding this goroutine.
+		later.LinkLater(silo, func(link *Endpoint, err error) {
+			if err != nil {
+				r.unreachable(req, silo, err)
+				return
+			}
+			link.Relay(req)
+		})
+		return
+	}
+	r.unreachable(req, silo, err)
+}
+
+// unreachable fails req, whose grain lives on a silo this one cannot
+// reach, and forgets that location.
+func (r *Router) unreachable(req *host.Request, silo string, err error) {
+	if f, ok := r.Locator.(forgetter); ok {
+		f.Forget(req.Target)
+	}
+	req.Reply.Reply(req, nil, fmt.Errorf("%w: %s lives on silo %s: %w", proxy.ErrUnavailable, req.Target, silo, err))
+	req.Release()
+}
+
+// laterLinks are Links that can connect to a silo they have no link to
+// yet, and call back once they have (or failed to).
+type laterLinks interface {
+	LinkLater(silo string, done func(*Endpoint, error))
 }
 
 // StaticLocator places grains by a table set by hand: a grain in the table
