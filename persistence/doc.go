@@ -14,8 +14,7 @@
 // deactivate and reload, not to retry. Read reports a missing state with
 // ErrNotFound.
 //
-// MemoryStore is the default Store and the one tests use. FaultyStore wraps
-// any Store and fails chosen calls, for testing retry paths in any package.
+// MemoryStore is the default Store and the one tests use.
 //
 // # The flushing model
 //

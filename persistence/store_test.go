@@ -2,13 +2,14 @@ package persistence
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/internal/storefault"
 )
 
 var testKey = Key{GrainType: "counter", GrainKey: "k1", Name: "state"}
@@ -17,7 +18,7 @@ var testKey = Key{GrainType: "counter", GrainKey: "k1", Name: "state"}
 // contract, so each semantic test runs against all of them.
 var storeFactories = map[string]func() Store{
 	"memory": func() Store { return NewMemoryStore() },
-	"faulty": func() Store { return NewFaultyStore(NewMemoryStore()) },
+	"faulty": func() Store { return storefault.New[Key](NewMemoryStore()) },
 }
 
 func forEachStore(t *testing.T, test func(t *testing.T, s Store)) {
@@ -231,48 +232,6 @@ func TestMemoryStoreConcurrentWriters(t *testing.T) {
 		assert.ErrorIs(t, err, ErrConflict)
 	}
 	assert.Equal(t, 1, wins)
-}
-
-func TestFaultyStoreFailsChosenCalls(t *testing.T) {
-	inner := NewMemoryStore()
-	s := NewFaultyStore(inner)
-	ctx := context.Background()
-	boom := errors.New("boom")
-
-	s.FailNext(OpWrite, 2, boom)
-	for range 2 {
-		_, err := s.Write(ctx, testKey, []byte("x"), "")
-		require.ErrorIs(t, err, boom)
-	}
-	assert.Equal(t, 0, inner.Len(), "an injected failure must not reach the inner store")
-	etag, err := s.Write(ctx, testKey, []byte("x"), "")
-	require.NoError(t, err)
-	assert.Equal(t, 3, s.Calls(OpWrite))
-
-	s.FailNext(OpRead, 1, boom)
-	_, _, err = s.Read(ctx, testKey)
-	require.ErrorIs(t, err, boom)
-	data, _, err := s.Read(ctx, testKey)
-	require.NoError(t, err)
-	assert.Equal(t, []byte("x"), data)
-
-	s.FailNext(OpDelete, 1, boom)
-	require.ErrorIs(t, s.Delete(ctx, testKey, etag), boom)
-	assert.Equal(t, 1, inner.Len())
-
-	s.FailNext(OpDelete, 3, boom)
-	s.FailNext(OpDelete, 0, nil) // cancels
-	require.NoError(t, s.Delete(ctx, testKey, etag))
-	assert.Equal(t, 0, inner.Len())
-	assert.Equal(t, 2, s.Calls(OpRead))
-	assert.Equal(t, 2, s.Calls(OpDelete))
-
-	assert.Panics(t, func() { s.FailNext(Op(9), 1, boom) })
-	assert.Panics(t, func() { s.FailNext(OpRead, 1, nil) })
-	assert.Equal(t, "Read", OpRead.String())
-	assert.Equal(t, "Write", OpWrite.String())
-	assert.Equal(t, "Delete", OpDelete.String())
-	assert.Equal(t, "Op(9)", Op(9).String())
 }
 
 func TestConflictErrorMessage(t *testing.T) {
