@@ -14,7 +14,9 @@
 // deactivate and reload, not to retry. Read reports a missing state with
 // ErrNotFound.
 //
-// MemoryStore is the default Store and the one tests use.
+// MemoryStore is the default Store and the one tests use. Package
+// persistence/storetest is the conformance suite that every Store passes;
+// run it from the tests of a new Store.
 //
 // # The flushing model
 //

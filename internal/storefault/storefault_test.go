@@ -10,6 +10,7 @@ import (
 
 	"github.com/granary-go/granary/internal/storefault"
 	"github.com/granary-go/granary/persistence"
+	"github.com/granary-go/granary/persistence/storetest"
 )
 
 var (
@@ -64,4 +65,12 @@ func TestOpString(t *testing.T) {
 	assert.Equal(t, "Write", storefault.OpWrite.String())
 	assert.Equal(t, "Delete", storefault.OpDelete.String())
 	assert.Equal(t, "Op(9)", storefault.Op(9).String())
+}
+
+// TestStoreWithoutFaultsConforms checks that the wrapper, with no failure
+// pending, keeps the Store contract of what it wraps.
+func TestStoreWithoutFaultsConforms(t *testing.T) {
+	storetest.Run(t, func(*testing.T) persistence.Store {
+		return storefault.New[persistence.Key](persistence.NewMemoryStore())
+	})
 }
