@@ -50,11 +50,7 @@ func openStore(ctx context.Context, spec string, log *slog.Logger) (*siloStore, 
 		return &siloStore{Store: persistence.NewMemoryStore(), describe: "memory (state is lost when the process exits)", close: func() error { return nil }}, nil
 	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
 		redis.SetLogger(redisLogger{log})
-		opts, err := redisstore.ParseURL(spec)
-		if err != nil {
-			return nil, fmt.Errorf("-store: %w", err)
-		}
-		store, err := redisstore.New(opts)
+		store, err := redisstore.NewFromURL(spec)
 		if err != nil {
 			return nil, fmt.Errorf("-store: %w", err)
 		}
@@ -62,7 +58,7 @@ func openStore(ctx context.Context, spec string, log *slog.Logger) (*siloStore, 
 		defer cancel()
 		if err := store.Ping(pingCtx); err != nil {
 			_ = store.Close()
-			return nil, fmt.Errorf("-store %s: %w", opts, err)
+			return nil, fmt.Errorf("-store %s: %w", store, err)
 		}
 		return &siloStore{Store: store, describe: store.String(), close: store.Close}, nil
 	}

@@ -97,9 +97,7 @@ func TestSiloRunsOnRedis(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, outR)
 
-	opts, err := redisstore.ParseURL(srv.URL(2) + "?prefix=granary:cmd:")
-	require.NoError(t, err)
-	store, err := redisstore.New(opts)
+	store, err := redisstore.NewFromURL(srv.URL(2) + "?prefix=granary:cmd:")
 	require.NoError(t, err)
 	defer store.Close()
 	data, _, err := store.Read(context.Background(), persistence.Key{GrainType: counter.CounterGrainType, GrainKey: "k", Name: "state"})

@@ -154,3 +154,13 @@ func FuzzParseURL(f *testing.F) {
 		}
 	})
 }
+
+func TestNewFromURL(t *testing.T) {
+	s, err := redisstore.NewFromURL("redis://:pw@db.example:6380/5?prefix=granary:blue:")
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, "granary:blue:", s.KeyPrefix())
+	assert.Equal(t, `redis://db.example:6380/5 (key prefix "granary:blue:", with password)`, s.String())
+	_, err = redisstore.NewFromURL("redis://db.example:6380/x")
+	assert.ErrorContains(t, err, "path")
+}

@@ -69,6 +69,17 @@ func New(opts Options) (*Store, error) {
 	return &Store{client: client, ownsClient: true, prefix: opts.KeyPrefix, describe: opts.String()}, nil
 }
 
+// NewFromURL returns a Store that connects as a redis:// or rediss:// URL
+// says (see ParseURL for its form), for a binary's command line. Like New,
+// it does no I/O.
+func NewFromURL(rawURL string) (*Store, error) {
+	opts, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return New(opts)
+}
+
 // NewWithClient returns a Store that uses client, which may be any
 // go-redis client: a *redis.Client, a *redis.ClusterClient for Redis
 // Cluster (the keys of one grain share a hash slot), or a failover client
