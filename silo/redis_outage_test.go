@@ -64,6 +64,9 @@ func TestGrainKeepsServingWhileRedisIsDown(t *testing.T) {
 	}
 	assert.EqualValues(t, 1, flusher().WritesSucceeded)
 	assert.True(t, e.silo.Host().IsActive(actor.GrainID{Type: counter.CounterGrainType, Key: "busy"}))
+	cold := counter.NewCounterRef(e.client(silo.ClientOptions{}), "cold")
+	_, err = cold.Get(ctx, &counter.GetRequest{})
+	assert.Error(t, err, "a grain that is not active cannot load its state, so its activation fails")
 
 	srv.Restart()
 	// No new change: only a record that stayed dirty is written.
@@ -73,6 +76,9 @@ func TestGrainKeepsServingWhileRedisIsDown(t *testing.T) {
 	assert.EqualValues(t, 2, flusher().WritesSucceeded)
 	assert.Equal(t, want, stored(), "every change made during the outage reached Redis")
 	assert.Zero(t, e.silo.Host().Stats().Deactivations, "no write was taken for a conflict")
+
+	_, err = cold.Get(ctx, &counter.GetRequest{})
+	assert.NoError(t, err, "activations work again")
 
 	// And the grain goes on as before.
 	_, err = ref.Add(ctx, &counter.AddRequest{Delta: 100})

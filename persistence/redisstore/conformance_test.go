@@ -56,3 +56,19 @@ func TestStoreOnClusterClient(t *testing.T) {
 		assert.Len(t, slots, 1, "keys %q", keys)
 	})
 }
+
+// TestLeastPrivilegeUserConforms runs the suite as an ACL user with only
+// the permissions docs/persistence.md lists, so that the list stays true.
+func TestLeastPrivilegeUserConforms(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	_, err := srv.Command("ACL", "SETUSER", "silo", "reset", "on", ">pw", "~granary:*",
+		"+ping", "+hello", "+auth", "+select", "+hmget", "+evalsha", "+eval", "+hget", "+hset", "+del")
+	require.NoError(t, err)
+	storetest.Run(t, func(t *testing.T) persistence.Store {
+		return newStore(t, srv, redisstore.Options{Username: "silo", Password: "pw", DB: 1, KeyPrefix: "granary:" + uniquePrefix()})
+	})
+
+	s := newStore(t, srv, redisstore.Options{Username: "silo", Password: "pw", KeyPrefix: "other:"})
+	_, err = s.Write(bg, testKey, []byte("x"), "")
+	assert.ErrorIs(t, err, redisstore.ErrRejected, "keys outside the user's pattern are refused")
+}
