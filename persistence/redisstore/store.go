@@ -191,32 +191,9 @@ func (s *Store) Read(ctx context.Context, key persistence.Key) ([]byte, string, 
 // Write stores data under key if etag is the stored ETag ("" if nothing is
 // stored) and returns the new ETag, or a *persistence.ConflictError.
 func (s *Store) Write(ctx context.Context, key persistence.Key, data []byte, etag string) (string, error) {
-	what := "write " + key.String()
-	if err := s.usable(ctx, what); err != nil {
-		return "", err
-	}
 	newETag := rand.Text()
-	alternates := s.doubts.alternates(key, etag)
-	args := make([]any, 0, 3+len(alternates))
-	args = append(args, newETag, data, etag)
-	for _, a := range alternates {
-		args = append(args, a)
-	}
-	reply, err := writeScript.Run(ctx, s.client, []string{redisKey(s.prefix, key)}, args...).Slice()
-	if err != nil {
-		err, out := failure(ctx, what, err)
-		if out == inDoubt {
-			s.doubts.add(key, etag, newETag)
-		}
+	if err := s.checked(ctx, writeScript, "write", key, etag, newETag, data); err != nil {
 		return "", err
-	}
-	s.doubts.settle(key)
-	ok, current, err := scriptReply(reply)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
-	case !ok:
-		return "", &persistence.ConflictError{Key: key, Expected: etag, Actual: current}
 	}
 	return newETag, nil
 }
@@ -225,21 +202,29 @@ func (s *Store) Write(ctx context.Context, key persistence.Key, data []byte, eta
 // "" it succeeds when nothing is stored. A mismatch is a
 // *persistence.ConflictError.
 func (s *Store) Delete(ctx context.Context, key persistence.Key, etag string) error {
-	what := "delete " + key.String()
+	// "" is what a delete leaves, so it is what a lost one proposed.
+	return s.checked(ctx, deleteScript, "delete", key, etag, "", nil)
+}
+
+// checked runs a check-and-change script (see scripts.go for its
+// arguments) on key, expecting etag and proposing proposed, and keeps the
+// store's doubts up to date with the outcome.
+func (s *Store) checked(ctx context.Context, script *redis.Script, op string, key persistence.Key, etag, proposed string, data []byte) error {
+	what := op + " " + key.String()
 	if err := s.usable(ctx, what); err != nil {
 		return err
 	}
 	alternates := s.doubts.alternates(key, etag)
-	args := make([]any, 0, 1+len(alternates))
-	args = append(args, etag)
+	args := make([]any, 0, 3+len(alternates))
+	args = append(args, etag, proposed, data)
 	for _, a := range alternates {
 		args = append(args, a)
 	}
-	reply, err := deleteScript.Run(ctx, s.client, []string{redisKey(s.prefix, key)}, args...).Slice()
+	reply, err := script.Run(ctx, s.client, []string{redisKey(s.prefix, key)}, args...).Slice()
 	if err != nil {
 		err, out := failure(ctx, what, err)
 		if out == inDoubt {
-			s.doubts.add(key, etag, "")
+			s.doubts.add(key, etag, proposed)
 		}
 		return err
 	}
