@@ -61,8 +61,9 @@ func New(opts Options) (*Store, error) {
 		// whether a first attempt reached Redis (see doubts).
 		MaxRetries:    -1,
 		DialerRetries: 1,
-		// Maintenance notifications are a Redis Cloud feature; asking for
-		// them costs every new connection a command other servers refuse.
+		// Maintenance notifications are a Redis Cloud feature, and Redis
+		// before 7.2 refuses CLIENT SETINFO: asking for either would cost
+		// every new connection a command that most servers refuse.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		DisableIdentity:          true,
 	})
