@@ -14,8 +14,9 @@
 // deactivate and reload, not to retry. Read reports a missing state with
 // ErrNotFound.
 //
-// MemoryStore is the default Store and the one tests use. FaultyStore wraps
-// any Store and fails chosen calls, for testing retry paths in any package.
+// MemoryStore is the default Store and the one tests use. Package
+// persistence/storetest is the conformance suite that every Store passes;
+// run it from the tests of a new Store.
 //
 // # The flushing model
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/storefault"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -76,12 +77,12 @@ func TestFlusherLeavesCleanRecordsAlone(t *testing.T) {
 }
 
 func TestFlusherRetriesFailedWrites(t *testing.T) {
-	var faulty *FaultyStore
-	fx := newFixture(t, func(s Store) Store { faulty = NewFaultyStore(s); return faulty })
+	var faulty *storefault.Store[Key]
+	fx := newFixture(t, func(s Store) Store { faulty = storefault.New[Key](s); return faulty })
 	o := newTestOwner(t)
 	r := o.open(t, fx.f, testKey)
 	boom := errors.New("disk on fire")
-	faulty.FailNext(OpWrite, 2, boom)
+	faulty.FailNext(storefault.OpWrite, 2, boom)
 
 	o.do(t, func() { o.state = 1; r.MarkDirty() })
 	fx.period()
@@ -143,12 +144,12 @@ func TestRecordFlushWritesNow(t *testing.T) {
 }
 
 func TestRecordFlushReportsFailures(t *testing.T) {
-	var faulty *FaultyStore
-	fx := newFixture(t, func(s Store) Store { faulty = NewFaultyStore(s); return faulty })
+	var faulty *storefault.Store[Key]
+	fx := newFixture(t, func(s Store) Store { faulty = storefault.New[Key](s); return faulty })
 	o := newTestOwner(t)
 	r := o.open(t, fx.f, testKey)
 	boom := errors.New("boom")
-	faulty.FailNext(OpWrite, 1, boom)
+	faulty.FailNext(storefault.OpWrite, 1, boom)
 
 	var err error
 	o.do(t, func() { o.state = 1; r.MarkDirty(); err = r.Flush(context.Background()) })
@@ -238,12 +239,12 @@ func TestFlusherStopWithoutStart(t *testing.T) {
 }
 
 func TestFlusherStopReportsFinalFailures(t *testing.T) {
-	var faulty *FaultyStore
-	fx := newFixture(t, func(s Store) Store { faulty = NewFaultyStore(s); return faulty })
+	var faulty *storefault.Store[Key]
+	fx := newFixture(t, func(s Store) Store { faulty = storefault.New[Key](s); return faulty })
 	o := newTestOwner(t)
 	r := o.open(t, fx.f, testKey)
 	boom := errors.New("boom")
-	faulty.FailNext(OpWrite, 1, boom)
+	faulty.FailNext(storefault.OpWrite, 1, boom)
 	o.do(t, func() { o.state = 1; r.MarkDirty() })
 	assert.ErrorIs(t, fx.f.Stop(context.Background()), boom)
 }
@@ -414,10 +415,10 @@ func TestFlusherOpenReadsStoredState(t *testing.T) {
 }
 
 func TestFlusherOpenErrors(t *testing.T) {
-	var faulty *FaultyStore
-	fx := newFixture(t, func(s Store) Store { faulty = NewFaultyStore(s); return faulty })
+	var faulty *storefault.Store[Key]
+	fx := newFixture(t, func(s Store) Store { faulty = storefault.New[Key](s); return faulty })
 	boom := errors.New("boom")
-	faulty.FailNext(OpRead, 1, boom)
+	faulty.FailNext(storefault.OpRead, 1, boom)
 	o := newTestOwner(t)
 	_, _, err := fx.f.Open(context.Background(), testKey, o.schedule, o.snapshot)
 	assert.ErrorIs(t, err, boom)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/internal/storefault"
 )
 
 // gateStore records every write attempt in order and can hold writes for
@@ -209,13 +211,13 @@ func TestFlusherStopRewritesStateChangedBehindQueuedSnapshot(t *testing.T) {
 // TestFlusherStopTriesAFailingRecordOnce checks that the final flush does
 // not spin on a record whose write keeps failing.
 func TestFlusherStopTriesAFailingRecordOnce(t *testing.T) {
-	var faulty *FaultyStore
-	fx := newFixture(t, func(s Store) Store { faulty = NewFaultyStore(s); return faulty })
+	var faulty *storefault.Store[Key]
+	fx := newFixture(t, func(s Store) Store { faulty = storefault.New[Key](s); return faulty })
 	o := newTestOwner(t)
 	r := o.open(t, fx.f, testKey)
-	faulty.FailNext(OpWrite, 1000, errors.New("down"))
+	faulty.FailNext(storefault.OpWrite, 1000, errors.New("down"))
 	o.do(t, func() { o.state = 1; r.MarkDirty() })
 	require.Error(t, fx.f.Stop(context.Background()))
-	assert.Equal(t, 1, faulty.Calls(OpWrite))
+	assert.Equal(t, 1, faulty.Calls(storefault.OpWrite))
 	assert.True(t, r.Dirty())
 }

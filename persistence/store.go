@@ -13,7 +13,9 @@ var ErrNotFound = errors.New("persistence: state not found")
 // only need to know that an ETag check failed.
 var ErrConflict = errors.New("persistence: etag conflict")
 
-// ErrClosed is returned by operations on a stopped Flusher or a closed Record.
+// ErrClosed is returned by operations on a stopped Flusher or a closed
+// Record. A Store that has a Close method answers every call after Close
+// with an error that matches it.
 var ErrClosed = errors.New("persistence: closed")
 
 // Key names one piece of grain state: a grain may keep several named states,

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/internal/storefault"
 )
 
 // TestFlusherConvergesUnderConcurrentChanges drives many owners changing
@@ -17,10 +19,10 @@ import (
 // holds every owner's last state, and no write ever conflicted (a conflict
 // here would mean two writes of one record raced or reordered).
 func TestFlusherConvergesUnderConcurrentChanges(t *testing.T) {
-	var faulty *FaultyStore
-	fx := newFixture(t, func(s Store) Store { faulty = NewFaultyStore(s); return faulty })
+	var faulty *storefault.Store[Key]
+	fx := newFixture(t, func(s Store) Store { faulty = storefault.New[Key](s); return faulty })
 	boom := errors.New("transient")
-	faulty.FailNext(OpWrite, 5, boom)
+	faulty.FailNext(storefault.OpWrite, 5, boom)
 
 	const owners, turns = 8, 300
 	type grain struct {

@@ -40,6 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	fs.StringVar(&opts.GatewayAddress, "gateway", silo.DefaultGatewayAddress, "gateway listen address (host:port; port 0 picks one)")
 	fs.StringVar(&opts.Name, "name", "", "silo name (default hostname-pid)")
 	stopTimeout := fs.Duration("stop-timeout", 30*time.Second, "how long a graceful stop may take")
+	storeSpec := storeFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,7 +49,13 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := silo.New(opts, silo.WithLogger(log))
+	store, err := openStore(ctx, *storeSpec, log)
+	if err != nil {
+		return err
+	}
+	defer store.close()
+	log.Info("grain state store", "store", store.describe)
+	s, err := silo.New(opts, silo.WithLogger(log), silo.WithStore(store.Store))
 	if err != nil {
 		return err
 	}
