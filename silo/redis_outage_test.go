@@ -9,8 +9,9 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/redistest"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/persistence"
 	"github.com/granary-go/granary/silo"
 )
@@ -24,9 +25,9 @@ func TestGrainKeepsServingWhileRedisIsDown(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	store := redisStoreOn(t, srv)
 	e := startSilo(t, envConfig{fakeClock: true, siloOpts: []silo.Option{silo.WithStore(store)}})
-	ref := counter.NewCounterRef(e.client(silo.ClientOptions{}), "busy")
+	ref := testgrain.NewCounterRef(e.client(client.Options{}), "busy")
 	ctx := context.Background()
-	key := persistence.Key{GrainType: counter.CounterGrainType, GrainKey: "busy", Name: "state"}
+	key := persistence.Key{GrainType: testgrain.CounterGrainType, GrainKey: "busy", Name: "state"}
 	flusher := func() persistence.FlusherStats { return e.silo.Stats().Flusher }
 	// period runs one flush period and waits until its write has ended.
 	period := func() persistence.FlusherStats {
@@ -46,7 +47,7 @@ func TestGrainKeepsServingWhileRedisIsDown(t *testing.T) {
 		return int64(v)
 	}
 
-	_, err := ref.Add(ctx, &counter.AddRequest{Delta: 1})
+	_, err := ref.Add(ctx, &testgrain.AddRequest{Delta: 1})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, period().WritesSucceeded)
 	require.EqualValues(t, 1, stored())
@@ -55,7 +56,7 @@ func TestGrainKeepsServingWhileRedisIsDown(t *testing.T) {
 	const outagePeriods = 10
 	want := int64(1)
 	for i := 1; i <= outagePeriods; i++ {
-		r, err := ref.Add(ctx, &counter.AddRequest{Delta: int64(i)})
+		r, err := ref.Add(ctx, &testgrain.AddRequest{Delta: int64(i)})
 		require.NoError(t, err, "call %d while Redis is down", i)
 		want += int64(i)
 		require.Equal(t, want, r.Value)
@@ -63,9 +64,9 @@ func TestGrainKeepsServingWhileRedisIsDown(t *testing.T) {
 		require.EqualValues(t, i, st.WritesFailed, "period %d tried and failed", i)
 	}
 	assert.EqualValues(t, 1, flusher().WritesSucceeded)
-	assert.True(t, e.silo.Host().IsActive(actor.GrainID{Type: counter.CounterGrainType, Key: "busy"}))
-	cold := counter.NewCounterRef(e.client(silo.ClientOptions{}), "cold")
-	_, err = cold.Get(ctx, &counter.GetRequest{})
+	assert.True(t, e.silo.Host().IsActive(actor.GrainID{Type: testgrain.CounterGrainType, Key: "busy"}))
+	cold := testgrain.NewCounterRef(e.client(client.Options{}), "cold")
+	_, err = cold.Get(ctx, &testgrain.GetRequest{})
 	assert.Error(t, err, "a grain that is not active cannot load its state, so its activation fails")
 
 	srv.Restart()
@@ -77,11 +78,11 @@ func TestGrainKeepsServingWhileRedisIsDown(t *testing.T) {
 	assert.Equal(t, want, stored(), "every change made during the outage reached Redis")
 	assert.Zero(t, e.silo.Host().Stats().Deactivations, "no write was taken for a conflict")
 
-	_, err = cold.Get(ctx, &counter.GetRequest{})
+	_, err = cold.Get(ctx, &testgrain.GetRequest{})
 	assert.NoError(t, err, "activations work again")
 
 	// And the grain goes on as before.
-	_, err = ref.Add(ctx, &counter.AddRequest{Delta: 100})
+	_, err = ref.Add(ctx, &testgrain.AddRequest{Delta: 100})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, period().WritesSucceeded)
 	assert.Equal(t, want+100, stored())

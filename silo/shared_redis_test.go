@@ -8,8 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/redistest"
+	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/persistence/redisstore"
 	"github.com/granary-go/granary/silo"
 )
@@ -31,27 +32,27 @@ func TestTwoSilosShareOneRedis(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	a := startSilo(t, envConfig{siloOpts: []silo.Option{silo.WithStore(redisStoreOn(t, srv))}})
 	b := startSilo(t, envConfig{siloOpts: []silo.Option{silo.WithStore(redisStoreOn(t, srv))}})
-	onA := counter.NewCounterRef(a.client(silo.ClientOptions{}), "shared")
-	onB := counter.NewCounterRef(b.client(silo.ClientOptions{}), "shared")
-	id := actor.GrainID{Type: counter.CounterGrainType, Key: "shared"}
+	onA := testgrain.NewCounterRef(a.client(client.Options{}), "shared")
+	onB := testgrain.NewCounterRef(b.client(client.Options{}), "shared")
+	id := actor.GrainID{Type: testgrain.CounterGrainType, Key: "shared"}
 	ctx := context.Background()
 
-	r, err := onA.Add(ctx, &counter.AddRequest{Delta: 5})
+	r, err := onA.Add(ctx, &testgrain.AddRequest{Delta: 5})
 	require.NoError(t, err)
 	require.EqualValues(t, 5, r.Value)
 	require.True(t, a.silo.Host().Deactivate(id))
 	eventually(t, func() bool { return !a.silo.Host().IsActive(id) }, "deactivated on A")
 
-	got, err := onB.Get(ctx, &counter.GetRequest{})
+	got, err := onB.Get(ctx, &testgrain.GetRequest{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, got.Value, "B's activation reads what A wrote")
-	r, err = onB.Add(ctx, &counter.AddRequest{Delta: 2})
+	r, err = onB.Add(ctx, &testgrain.AddRequest{Delta: 2})
 	require.NoError(t, err)
 	require.EqualValues(t, 7, r.Value)
 
 	// Stopping a silo writes its grains' state too.
 	require.NoError(t, b.silo.Stop(ctx))
-	got, err = onA.Get(ctx, &counter.GetRequest{})
+	got, err = onA.Get(ctx, &testgrain.GetRequest{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 7, got.Value, "A's new activation reads what B wrote")
 	assert.EqualValues(t, 2, a.silo.Host().Stats().Activations)

@@ -16,11 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/granary-go/granary/internal/examples/counter"
+	"github.com/granary-go/granary/client"
+	"github.com/granary-go/granary/examples/counter"
 	"github.com/granary-go/granary/internal/redistest"
 	"github.com/granary-go/granary/persistence"
 	"github.com/granary-go/granary/persistence/redisstore"
-	"github.com/granary-go/granary/silo"
 )
 
 var quietLog = slog.New(slog.DiscardHandler)
@@ -83,7 +83,7 @@ func TestSiloRunsOnRedis(t *testing.T) {
 	require.True(t, lines.Scan())
 	addr := strings.Fields(strings.SplitAfter(lines.Text(), "listening on ")[1])[0]
 
-	c, err := silo.NewClient(silo.ClientOptions{Gateway: addr})
+	c, err := client.New(client.Options{Gateways: []string{addr}})
 	require.NoError(t, err)
 	_, err = counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 6})
 	require.NoError(t, err)
