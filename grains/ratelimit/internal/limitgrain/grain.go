@@ -99,11 +99,26 @@ func (g *grain[O, P, R]) start(act runtime) {
 	g.rearm(now)
 }
 
-// OnDeactivate closes the limiter. The runtime has answered the calls the
-// grain held by then.
+// OnDeactivate closes the limiter and answers every call still held: a
+// rejected lease for acquisitions, actor.ErrDeactivated for changes. (The
+// runtime answers held replies itself before it calls OnDeactivate; then
+// these answers go nowhere.)
 func (g *grain[O, P, R]) OnDeactivate(context.Context, *actor.Context) error {
-	g.core.Close(g.act.Now())
-	g.completed, g.held = nil, nil
+	now := g.act.Now()
+	held := g.held
+	g.held, g.heldPermits = nil, 0
+	g.core.Close(now)
+	for _, w := range g.completed {
+		g.finish(w, now)
+	}
+	g.completed = nil
+	for _, c := range held {
+		if c.kind.acquires() {
+			g.answer(c, g.notAcquiredReply(), nil)
+		} else {
+			g.answer(c, nil, actor.ErrDeactivated)
+		}
+	}
 	return nil
 }
 
