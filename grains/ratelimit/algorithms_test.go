@@ -94,3 +94,12 @@ func allDefaults(limit, queue int64) ratelimit.Defaults {
 		TokenBucket:   tokenOptions(limit, queue),
 	}
 }
+
+func algorithmNamed(name string) algorithm {
+	for _, a := range algorithms {
+		if a.name == name {
+			return a
+		}
+	}
+	panic("no algorithm " + name)
+}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/persistence"
@@ -35,7 +36,8 @@ type env struct {
 	t     *testing.T
 	silo  *silo.Silo
 	store *persistence.FaultyStore
-	clock *clock.Fake // nil with the wall clock
+	mem   *persistence.MemoryStore // behind store
+	clock *clock.Fake              // nil with the wall clock
 	calls *callCounter
 	cfg   envConfig
 }
@@ -45,6 +47,7 @@ type envConfig struct {
 	responseTimeout time.Duration
 	fake            bool
 	extra           func(*silo.Silo) error // registers more grain types
+	siloOptions     []silo.Option
 }
 
 type envOption func(*envConfig)
@@ -64,6 +67,11 @@ func withResponseTimeout(d time.Duration) envOption {
 // advances it.
 func withFakeClock() envOption { return func(c *envConfig) { c.fake = true } }
 
+// withSiloOptions adds options to the silo's.
+func withSiloOptions(opts ...silo.Option) envOption {
+	return func(c *envConfig) { c.siloOptions = append(c.siloOptions, opts...) }
+}
+
 // withGrains registers more grain types on the silo.
 func withGrains(register func(*silo.Silo) error) envOption {
 	return func(c *envConfig) { c.extra = register }
@@ -71,7 +79,8 @@ func withGrains(register func(*silo.Silo) error) envOption {
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, calls: newCallCounter(), store: persistence.NewFaultyStore(persistence.NewMemoryStore())}
+	e := &env{t: t, calls: newCallCounter(), mem: persistence.NewMemoryStore()}
+	e.store = persistence.NewFaultyStore(e.mem)
 	for _, o := range opts {
 		o(&e.cfg)
 	}
@@ -80,6 +89,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		e.clock = clock.NewFake(epoch)
 		siloOpts = append(siloOpts, silo.WithClock(e.clock))
 	}
+	siloOpts = append(siloOpts, e.cfg.siloOptions...)
 	s, err := silo.New(silo.Options{Name: "test", GatewayAddress: "127.0.0.1:0", ResponseTimeout: e.cfg.responseTimeout}, siloOpts...)
 	require.NoError(t, err)
 	require.NoError(t, ratelimit.Register(s, e.cfg.defaults))
@@ -165,6 +175,17 @@ func (c *callCounter) count(service, method string) int {
 	}
 	return n
 }
+
+// deactivate deactivates the grain's activation and waits until it is gone:
+// its state has been flushed then.
+func (e *env) deactivate(id actor.GrainID) {
+	e.t.Helper()
+	require.True(e.t, e.silo.Host().Deactivate(id), "%s is active", id)
+	eventually(e.t, func() bool { return !e.silo.Host().IsActive(id) }, "%s deactivates", id)
+}
+
+// records counts the grain states the store holds.
+func (e *env) records() int { return e.mem.Len() }
 
 // eventually polls cond until it holds.
 func eventually(t *testing.T, cond func() bool, msgAndArgs ...any) {

@@ -14,8 +14,10 @@ var ErrGroupAcquired = errors.New("ratelimit: the group is acquired; release it 
 
 // Group makes several limiters one decision: Acquire takes one permit from
 // each, in order, and succeeds only when all of them grant it; on the first
-// rejection or error it releases what it took. A group is acquired once
-// until it is released. It is safe for concurrent use.
+// rejection or error it releases what it took (concurrency permits come
+// back; what a time-based limiter granted stays spent, as any time-based
+// lease's quota does). A group is acquired once until it is released. It
+// is safe for concurrent use.
 type Group struct {
 	mu struct {
 		sync.Mutex
