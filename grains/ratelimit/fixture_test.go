@@ -33,7 +33,7 @@ var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // through its gateway. Test bodies take the callers they are given, so
 // that the same bodies can run against several silos of a cluster.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	silo  *silo.Silo
 	store *persistence.FaultyStore
 	mem   *persistence.MemoryStore // behind store
@@ -48,6 +48,7 @@ type envConfig struct {
 	fake            bool
 	extra           func(*silo.Silo) error // registers more grain types
 	siloOptions     []silo.Option
+	uncounted       bool // no call-counting filter: the direct dispatch path, for benchmarks
 }
 
 type envOption func(*envConfig)
@@ -72,19 +73,26 @@ func withSiloOptions(opts ...silo.Option) envOption {
 	return func(c *envConfig) { c.siloOptions = append(c.siloOptions, opts...) }
 }
 
+// uncounted leaves calls uncounted, so that they take the silo's direct
+// dispatch path (no incoming filter), as in production.
+func uncounted() envOption { return func(c *envConfig) { c.uncounted = true } }
+
 // withGrains registers more grain types on the silo.
 func withGrains(register func(*silo.Silo) error) envOption {
 	return func(c *envConfig) { c.extra = register }
 }
 
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	e := &env{t: t, calls: newCallCounter(), mem: persistence.NewMemoryStore()}
 	e.store = persistence.NewFaultyStore(e.mem)
 	for _, o := range opts {
 		o(&e.cfg)
 	}
-	siloOpts := []silo.Option{silo.WithLogger(quiet), silo.WithStore(e.store), silo.WithIncomingFilters(e.calls.filter)}
+	siloOpts := []silo.Option{silo.WithLogger(quiet), silo.WithStore(e.store)}
+	if !e.cfg.uncounted {
+		siloOpts = append(siloOpts, silo.WithIncomingFilters(e.calls.filter))
+	}
 	if e.cfg.fake {
 		e.clock = clock.NewFake(epoch)
 		siloOpts = append(siloOpts, silo.WithClock(e.clock))
@@ -188,7 +196,7 @@ func (e *env) deactivate(id actor.GrainID) {
 func (e *env) records() int { return e.mem.Len() }
 
 // eventually polls cond until it holds.
-func eventually(t *testing.T, cond func() bool, msgAndArgs ...any) {
+func eventually(t testing.TB, cond func() bool, msgAndArgs ...any) {
 	t.Helper()
 	require.Eventually(t, cond, 10*time.Second, time.Millisecond, msgAndArgs...)
 }

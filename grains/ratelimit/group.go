@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-
-	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 )
 
 // ErrGroupAcquired is returned by Group.Acquire and Group.Add while the
@@ -116,12 +114,10 @@ func (g *Group) Acquire(ctx context.Context) (*Lease, error) {
 	case failed != nil:
 		return failed, nil
 	}
-	return &Lease{md: groupMetadata, group: g, generation: generation}, nil
+	l := &Lease{group: g, generation: generation}
+	l.md.Acquired = true // and released through the group
+	return l, nil
 }
-
-// groupMetadata is what a group's lease says of itself: acquired, and
-// released through the group. Leases only read it.
-var groupMetadata = &pb.LeaseMetadata{Acquired: true}
 
 // Release releases every lease the group holds and makes it ready to be
 // acquired again. A Release while Acquire runs waits for it to end first,

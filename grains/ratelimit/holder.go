@@ -42,70 +42,78 @@ type Limiter interface {
 	TryReplenish(ctx context.Context) (bool, error)
 }
 
-// commonRef is what the four generated references share.
-type commonRef interface {
-	GrainID() actor.GrainID
-	Acquire(ctx context.Context, in *pb.AcquireRequest, opts ...proxy.CallOption) (*pb.LeaseMetadata, error)
-	Release(ctx context.Context, in *pb.ReleaseRequest, opts ...proxy.CallOption) (*pb.ReleaseReply, error)
-	Statistics(ctx context.Context, in *pb.StatisticsRequest, opts ...proxy.CallOption) (*pb.StatisticsReply, error)
-	Reset(ctx context.Context, in *pb.ResetRequest, opts ...proxy.CallOption) (*pb.ResetReply, error)
-	DeleteState(ctx context.Context, in *pb.DeleteStateRequest, opts ...proxy.CallOption) (*pb.DeleteStateReply, error)
+// methodSet holds the methods of one limiter grain type.
+type methodSet struct {
+	acquire, acquireWith, release, statistics    *proxy.MethodDesc
+	configure, configuration, reset, deleteState *proxy.MethodDesc
+	tryReplenish                                 *proxy.MethodDesc // nil for the concurrency limiter
 }
 
-// typedRef is a generated reference with the methods that take its
-// algorithm's options (P) and acquire request (R).
-type typedRef[P proto.Message, R any] interface {
-	commonRef
-	AcquireAndCheckConfiguration(ctx context.Context, in R, opts ...proxy.CallOption) (*pb.LeaseMetadata, error)
-	Configure(ctx context.Context, in P, opts ...proxy.CallOption) (*pb.ConfigureReply, error)
-	Configuration(ctx context.Context, in *pb.ConfigurationRequest, opts ...proxy.CallOption) (P, error)
-}
-
-type replenishRef interface {
-	TryReplenish(ctx context.Context, in *pb.TryReplenishRequest, opts ...proxy.CallOption) (*pb.TryReplenishReply, error)
-}
-
-// typed is the part of a holder that knows its algorithm's wire types.
-type typed[O Options] interface {
-	acquireWith(ctx context.Context, permits int64, o O) (*pb.LeaseMetadata, error)
-	acquireBound(ctx context.Context, permits int64) (*pb.LeaseMetadata, error)
-	configure(ctx context.Context, o O) error
-	configuration(ctx context.Context) (O, error)
-}
-
-type typedCalls[O Options, P proto.Message, R any] struct {
-	ref      typedRef[P, R]
-	toWire   func(O) P
-	fromWire func(P) (O, bool)
-	request  func(permits int64, options P) R
-	bound    P // the bound options, encoded once
-	boundOne R // the request for one permit under them, shared by every call
-}
-
-func (t *typedCalls[O, P, R]) acquireWith(ctx context.Context, permits int64, o O) (*pb.LeaseMetadata, error) {
-	return t.ref.AcquireAndCheckConfiguration(ctx, t.request(permits, t.toWire(o)))
-}
-
-func (t *typedCalls[O, P, R]) acquireBound(ctx context.Context, permits int64) (*pb.LeaseMetadata, error) {
-	if permits == 1 {
-		return t.ref.AcquireAndCheckConfiguration(ctx, t.boundOne)
+// methodsOf finds the methods of a generated service by name.
+func methodsOf(svc *proxy.ServiceDesc) methodSet {
+	named := func(name string) *proxy.MethodDesc {
+		for i := range svc.Methods {
+			if svc.Methods[i].Desc.Name == name {
+				return svc.Methods[i].Desc
+			}
+		}
+		return nil
 	}
-	return t.ref.AcquireAndCheckConfiguration(ctx, t.request(permits, t.bound))
-}
-
-func (t *typedCalls[O, P, R]) configure(ctx context.Context, o O) error {
-	_, err := t.ref.Configure(ctx, t.toWire(o))
-	return err
-}
-
-func (t *typedCalls[O, P, R]) configuration(ctx context.Context) (O, error) {
-	p, err := t.ref.Configuration(ctx, &pb.ConfigurationRequest{})
-	if err != nil {
-		var zero O
-		return zero, err
+	return methodSet{
+		acquire: named("Acquire"), acquireWith: named("AcquireAndCheckConfiguration"), release: named("Release"),
+		statistics: named("Statistics"), configure: named("Configure"), configuration: named("Configuration"),
+		reset: named("Reset"), deleteState: named("DeleteState"), tryReplenish: named("TryReplenish"),
 	}
-	o, _ := t.fromWire(p)
-	return o, nil
+}
+
+// kind is what a holder knows of its algorithm: the grain type, its
+// methods, and its options on the wire.
+type kind[O Options] struct {
+	grainType string
+	methods   methodSet
+	toWire    func(O) proto.Message
+	fromWire  func(proto.Message) (O, bool)
+	// request is AcquireAndCheckConfiguration's request for permits under
+	// options encoded by toWire.
+	request func(permits int64, options proto.Message) proto.Message
+}
+
+// newKind describes the algorithm served by svc, whose options O travel as
+// P and whose AcquireAndCheckConfiguration takes R.
+func newKind[O Options, P, R proto.Message](svc *proxy.ServiceDesc, toWire func(O) P, fromWire func(P) (O, bool), request func(int64, P) R) *kind[O] {
+	return &kind[O]{
+		grainType: svc.Name,
+		methods:   methodsOf(svc),
+		toWire:    func(o O) proto.Message { return toWire(o) },
+		fromWire:  func(m proto.Message) (O, bool) { return fromWire(m.(P)) },
+		request:   func(n int64, o proto.Message) proto.Message { return request(n, o.(P)) },
+	}
+}
+
+var (
+	concurrencyKind = newKind(pb.ConcurrencyLimiterService, contract.ConcurrencyToWire, contract.ConcurrencyFromWire,
+		func(n int64, o *pb.ConcurrencyOptions) *pb.ConcurrencyAcquireRequest {
+			return &pb.ConcurrencyAcquireRequest{Permits: n, Options: o}
+		})
+	fixedWindowKind = newKind(pb.FixedWindowLimiterService, contract.FixedWindowToWire, contract.FixedWindowFromWire,
+		func(n int64, o *pb.FixedWindowOptions) *pb.FixedWindowAcquireRequest {
+			return &pb.FixedWindowAcquireRequest{Permits: n, Options: o}
+		})
+	slidingWindowKind = newKind(pb.SlidingWindowLimiterService, contract.SlidingWindowToWire, contract.SlidingWindowFromWire,
+		func(n int64, o *pb.SlidingWindowOptions) *pb.SlidingWindowAcquireRequest {
+			return &pb.SlidingWindowAcquireRequest{Permits: n, Options: o}
+		})
+	tokenBucketKind = newKind(pb.TokenBucketLimiterService, contract.TokenBucketToWire, contract.TokenBucketFromWire,
+		func(n int64, o *pb.TokenBucketOptions) *pb.TokenBucketAcquireRequest {
+			return &pb.TokenBucketAcquireRequest{Permits: n, Options: o}
+		})
+)
+
+// grainRef is a holder's reference to its grain, shared with the leases
+// it hands out so that releasing them reuses it.
+type grainRef struct {
+	ref     proxy.Ref
+	release *proxy.MethodDesc
 }
 
 // Holder is the client side of one limiter grain (an algorithm and a key):
@@ -120,13 +128,13 @@ func (t *typedCalls[O, P, R]) configuration(ctx context.Context) (O, error) {
 // take a path with no cancellation machinery on either side; others can
 // be cancelled. A Holder is safe for concurrent use.
 type Holder[O Options] struct {
-	ref      commonRef
-	typed    typed[O]
-	caller   proxy.Caller
-	id       actor.GrainID
+	grain    *grainRef
+	kind     *kind[O]
 	bound    O
 	hasBound bool
-	boundErr error // Validate's verdict on the bound options
+	boundErr error         // Validate's verdict on the bound options
+	boundOne proto.Message // the request for one permit under them, shared by every call
+	boundP   proto.Message // the bound options, encoded once
 }
 
 var (
@@ -138,14 +146,13 @@ var (
 // are only read, when encoded.
 var acquireOne = &pb.AcquireRequest{Permits: 1}
 
-func newHolder[O Options, P proto.Message, R any](c proxy.Caller, ref typedRef[P, R], toWire func(O) P, fromWire func(P) (O, bool), request func(int64, P) R, bound []O) *Holder[O] {
-	t := &typedCalls[O, P, R]{ref: ref, toWire: toWire, fromWire: fromWire, request: request}
-	h := &Holder[O]{ref: ref, typed: t, caller: c, id: ref.GrainID()}
+func newHolder[O Options](c proxy.Caller, key string, k *kind[O], bound []O) *Holder[O] {
+	h := &Holder[O]{grain: &grainRef{ref: proxy.NewRef(c, k.grainType, key), release: k.methods.release}, kind: k}
 	if len(bound) > 0 {
 		h.bound, h.hasBound = bound[0], true
 		h.boundErr = validate(bound[0])
-		t.bound = toWire(bound[0])
-		t.boundOne = request(1, t.bound)
+		h.boundP = k.toWire(bound[0])
+		h.boundOne = k.request(1, h.boundP)
 	}
 	return h
 }
@@ -158,40 +165,28 @@ func validate[O Options](o O) error {
 // caller c (a client, or a silo's own caller). bound, when given, are the
 // options bound to the holder; only the first is used.
 func Concurrency(c proxy.Caller, key string, bound ...ConcurrencyOptions) *Holder[ConcurrencyOptions] {
-	return newHolder(c, pb.NewConcurrencyLimiterRef(c, key), contract.ConcurrencyToWire, contract.ConcurrencyFromWire,
-		func(n int64, o *pb.ConcurrencyOptions) *pb.ConcurrencyAcquireRequest {
-			return &pb.ConcurrencyAcquireRequest{Permits: n, Options: o}
-		}, bound)
+	return newHolder(c, key, concurrencyKind, bound)
 }
 
 // FixedWindow returns a holder for the fixed-window limiter of key, through
 // caller c. bound, when given, are the options bound to the holder; only
 // the first is used.
 func FixedWindow(c proxy.Caller, key string, bound ...FixedWindowOptions) *Holder[FixedWindowOptions] {
-	return newHolder(c, pb.NewFixedWindowLimiterRef(c, key), contract.FixedWindowToWire, contract.FixedWindowFromWire,
-		func(n int64, o *pb.FixedWindowOptions) *pb.FixedWindowAcquireRequest {
-			return &pb.FixedWindowAcquireRequest{Permits: n, Options: o}
-		}, bound)
+	return newHolder(c, key, fixedWindowKind, bound)
 }
 
 // SlidingWindow returns a holder for the sliding-window limiter of key,
 // through caller c. bound, when given, are the options bound to the
 // holder; only the first is used.
 func SlidingWindow(c proxy.Caller, key string, bound ...SlidingWindowOptions) *Holder[SlidingWindowOptions] {
-	return newHolder(c, pb.NewSlidingWindowLimiterRef(c, key), contract.SlidingWindowToWire, contract.SlidingWindowFromWire,
-		func(n int64, o *pb.SlidingWindowOptions) *pb.SlidingWindowAcquireRequest {
-			return &pb.SlidingWindowAcquireRequest{Permits: n, Options: o}
-		}, bound)
+	return newHolder(c, key, slidingWindowKind, bound)
 }
 
 // TokenBucket returns a holder for the token bucket of key, through caller
 // c. bound, when given, are the options bound to the holder; only the
 // first is used.
 func TokenBucket(c proxy.Caller, key string, bound ...TokenBucketOptions) *Holder[TokenBucketOptions] {
-	return newHolder(c, pb.NewTokenBucketLimiterRef(c, key), contract.TokenBucketToWire, contract.TokenBucketFromWire,
-		func(n int64, o *pb.TokenBucketOptions) *pb.TokenBucketAcquireRequest {
-			return &pb.TokenBucketAcquireRequest{Permits: n, Options: o}
-		}, bound)
+	return newHolder(c, key, tokenBucketKind, bound)
 }
 
 // holderFor returns the holder of O's algorithm for key, bound to o.
@@ -211,7 +206,7 @@ func holderFor[O Options](c proxy.Caller, key string, o O) *Holder[O] {
 }
 
 // GrainID returns the identity of the limiter grain.
-func (h *Holder[O]) GrainID() actor.GrainID { return h.id }
+func (h *Holder[O]) GrainID() actor.GrainID { return h.grain.ref.GrainID() }
 
 // Bound returns the options bound to the holder, if any.
 func (h *Holder[O]) Bound() (O, bool) { return h.bound, h.hasBound }
@@ -237,8 +232,7 @@ func (h *Holder[O]) Acquire(ctx context.Context, permits int64) (*Lease, error) 
 	if permits != 1 {
 		in = &pb.AcquireRequest{Permits: permits}
 	}
-	md, err := h.ref.Acquire(ctx, in)
-	return h.lease(ctx, md, err)
+	return h.acquire(ctx, h.kind.methods.acquire, in)
 }
 
 // AcquireAndConfigure takes permits under the holder's bound options: the
@@ -255,8 +249,11 @@ func (h *Holder[O]) AcquireAndConfigure(ctx context.Context, permits int64) (*Le
 	if h.boundErr != nil {
 		return nil, h.boundErr
 	}
-	md, err := h.typed.acquireBound(ctx, permits)
-	return h.lease(ctx, md, err)
+	in := h.boundOne
+	if permits != 1 {
+		in = h.kind.request(permits, h.boundP)
+	}
+	return h.acquire(ctx, h.kind.methods.acquireWith, in)
 }
 
 // AcquireAndCheckConfiguration takes permits under options o, or under the
@@ -273,8 +270,7 @@ func (h *Holder[O]) AcquireAndCheckConfiguration(ctx context.Context, permits in
 	if err := validate(o); err != nil {
 		return nil, err
 	}
-	md, err := h.typed.acquireWith(ctx, permits, o)
-	return h.lease(ctx, md, err)
+	return h.acquire(ctx, h.kind.methods.acquireWith, h.kind.request(permits, h.kind.toWire(o)))
 }
 
 // precheck refuses what would never reach the grain: a context that is
@@ -289,20 +285,21 @@ func precheck(ctx context.Context, permits int64) error {
 	return nil
 }
 
-// lease turns an acquisition's outcome into what Acquire returns.
-func (h *Holder[O]) lease(ctx context.Context, md *pb.LeaseMetadata, err error) (*Lease, error) {
-	if err != nil {
+// acquire calls the grain and turns the outcome into what Acquire returns.
+// The reply is decoded straight into the lease.
+func (h *Holder[O]) acquire(ctx context.Context, m *proxy.MethodDesc, in proto.Message) (*Lease, error) {
+	l := &Lease{grain: h.grain}
+	if err := h.grain.ref.Invoke(ctx, m, in, &l.md); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
 		}
 		if errors.Is(err, proxy.ErrTimeout) {
 			// No answer within the response timeout (a slow activation, an
 			// overloaded silo): a rejection, as for a budget that ran out.
-			return timedOutLease(h), nil
+			return timedOutLease(h.grain), nil
 		}
 		return nil, err
 	}
-	l := &Lease{md: md, holder: h.ref, caller: h.caller}
 	if ctx.Err() != nil {
 		// Cancelled as the reply arrived: the caller will not use the
 		// lease, so its permits go back now.
@@ -322,20 +319,26 @@ func (h *Holder[O]) Configure(ctx context.Context, o O) error {
 	if err := validate(o); err != nil {
 		return err
 	}
-	return h.typed.configure(ctx, o)
+	return h.grain.ref.Invoke(ctx, h.kind.methods.configure, h.kind.toWire(o), new(pb.ConfigureReply))
 }
 
 // Configuration returns the grain's current options: the last configured
 // ones, or the silo's defaults.
 func (h *Holder[O]) Configuration(ctx context.Context) (O, error) {
-	return h.typed.configuration(ctx)
+	var zero O
+	out := h.kind.toWire(zero) // an empty message of the right type
+	if err := h.grain.ref.Invoke(ctx, h.kind.methods.configuration, &pb.ConfigurationRequest{}, out); err != nil {
+		return zero, err
+	}
+	o, _ := h.kind.fromWire(out)
+	return o, nil
 }
 
 // Statistics returns the grain's counters. The totals survive
 // reactivation once a snapshot has been stored.
 func (h *Holder[O]) Statistics(ctx context.Context) (Statistics, error) {
-	st, err := h.ref.Statistics(ctx, &pb.StatisticsRequest{})
-	if err != nil {
+	st := new(pb.StatisticsReply)
+	if err := h.grain.ref.Invoke(ctx, h.kind.methods.statistics, &pb.StatisticsRequest{}, st); err != nil {
 		return Statistics{}, err
 	}
 	return Statistics{
@@ -352,16 +355,14 @@ func (h *Holder[O]) Statistics(ctx context.Context) (Statistics, error) {
 // leases, keeping its options; it waits for the acquisitions already
 // queued, within its budget.
 func (h *Holder[O]) Reset(ctx context.Context) error {
-	_, err := h.ref.Reset(ctx, &pb.ResetRequest{})
-	return err
+	return h.grain.ref.Invoke(ctx, h.kind.methods.reset, &pb.ResetRequest{}, new(pb.ResetReply))
 }
 
 // DeleteState clears the grain's stored state and returns it to the silo's
 // defaults; it waits for the acquisitions already queued, within its
 // budget. When the store fails, nothing changes.
 func (h *Holder[O]) DeleteState(ctx context.Context) error {
-	_, err := h.ref.DeleteState(ctx, &pb.DeleteStateRequest{})
-	return err
+	return h.grain.ref.Invoke(ctx, h.kind.methods.deleteState, &pb.DeleteStateRequest{}, new(pb.DeleteStateReply))
 }
 
 // TryReplenish runs one manual replenishment and reports whether the
@@ -369,12 +370,11 @@ func (h *Holder[O]) DeleteState(ctx context.Context) error {
 // nothing and reports false). A concurrency limiter has nothing to
 // replenish: it reports false without calling the grain.
 func (h *Holder[O]) TryReplenish(ctx context.Context) (bool, error) {
-	r, ok := h.ref.(replenishRef)
-	if !ok {
+	if h.kind.methods.tryReplenish == nil {
 		return false, nil
 	}
-	reply, err := r.TryReplenish(ctx, &pb.TryReplenishRequest{})
-	if err != nil {
+	reply := new(pb.TryReplenishReply)
+	if err := h.grain.ref.Invoke(ctx, h.kind.methods.tryReplenish, &pb.TryReplenishRequest{}, reply); err != nil {
 		return false, err
 	}
 	return reply.Replenished, nil

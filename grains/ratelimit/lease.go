@@ -71,9 +71,8 @@ func (e *ExceededError) Is(target error) bool { return target == ErrLimitExceede
 // call on every lease, more than once, from any goroutine, so
 // `defer lease.Release(ctx)` is always right.
 type Lease struct {
-	md       *pb.LeaseMetadata
-	holder   commonRef // the reference of the holder that acquired the lease
-	caller   proxy.Caller
+	md       pb.LeaseMetadata // decoded in place: one allocation per lease
+	grain    *grainRef        // the reference of the holder that acquired the lease
 	released atomic.Bool
 
 	group      *Group // set for a group's lease, which releases the group
@@ -84,10 +83,10 @@ type Lease struct {
 // answer; leases only read their metadata.
 var timedOutMetadata = []*pb.MetadataEntry{{Name: MetadataReasonPhrase, Value: ReasonTimeLimitExceeded}}
 
-func timedOutLease[O Options](h *Holder[O]) *Lease {
-	id := h.GrainID()
-	md := &pb.LeaseMetadata{GrainId: &pb.GrainId{Type: id.Type, Key: id.Key}, ReleaseOptional: true, Metadata: timedOutMetadata}
-	return &Lease{md: md, holder: h.ref, caller: h.caller}
+func timedOutLease(g *grainRef) *Lease {
+	l := &Lease{grain: g}
+	l.md.ReleaseOptional, l.md.Metadata = true, timedOutMetadata
+	return l
 }
 
 // Acquired reports whether the lease holds the permits it asked for.
@@ -101,9 +100,16 @@ func (l *Lease) ReleaseOptional() bool { return l.md.ReleaseOptional }
 // ID returns the lease's id within its grain; 0 for a rejected lease.
 func (l *Lease) ID() uint64 { return l.md.LeaseId }
 
-// Owner returns the limiter grain that issued the lease.
+// Owner returns the limiter grain that issued the lease. A lease that
+// needs no release does not name it: its issuer is the holder's grain.
 func (l *Lease) Owner() actor.GrainID {
-	return actor.GrainID{Type: l.md.GetGrainId().GetType(), Key: l.md.GetGrainId().GetKey()}
+	if id := l.md.GrainId; id != nil {
+		return actor.GrainID{Type: id.Type, Key: id.Key}
+	}
+	if l.grain != nil {
+		return l.grain.ref.GrainID()
+	}
+	return actor.GrainID{}
 }
 
 // metadata returns the value of the named metadata.
@@ -200,12 +206,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	if !l.md.Acquired || l.md.ReleaseOptional || !l.released.CompareAndSwap(false, true) {
 		return nil
 	}
-	in := &pb.ReleaseRequest{LeaseId: l.md.LeaseId}
+	in, out := &pb.ReleaseRequest{LeaseId: l.md.LeaseId}, new(pb.ReleaseReply)
 	var err error
-	if owner := l.Owner(); owner == l.holder.GrainID() {
-		_, err = l.holder.Release(ctx, in)
+	if owner := l.Owner(); owner == l.grain.ref.GrainID() {
+		err = l.grain.ref.Invoke(ctx, l.grain.release, in, out)
 	} else if m := releaseMethods[owner.Type]; m != nil {
-		err = proxy.NewRef(l.caller, owner.Type, owner.Key).Invoke(ctx, m, in, new(pb.ReleaseReply))
+		err = proxy.NewRef(l.grain.ref.Caller(), owner.Type, owner.Key).Invoke(ctx, m, in, out)
 	} else {
 		err = fmt.Errorf("%w: %s", ErrUnknownOwner, owner)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,9 +44,8 @@ func TestALeaseFromAnOlderServerRequiresRelease(t *testing.T) {
 		func(b []byte, m *pb.LeaseMetadata) error { return m.MergeGranaryWire(b) },
 		func(b []byte, m *pb.LeaseMetadata) error { return proto.Unmarshal(b, m) },
 	} {
-		md := new(pb.LeaseMetadata)
-		require.NoError(t, decode(data, md))
-		l := &Lease{md: md}
+		l := &Lease{}
+		require.NoError(t, decode(data, &l.md))
 		assert.True(t, l.Acquired())
 		assert.False(t, l.ReleaseOptional(), "no release_optional field: release is required")
 		assert.EqualValues(t, 42, l.ID())
@@ -53,31 +53,35 @@ func TestALeaseFromAnOlderServerRequiresRelease(t *testing.T) {
 	}
 }
 
-// recordingRef records the releases sent through it.
-type recordingRef struct {
-	commonRef
-	id       actor.GrainID
-	released []uint64
+// releaseRecorder is a grain that records the releases it receives.
+type releaseRecorder struct{ released []uint64 }
+
+func (r *releaseRecorder) Call(_ context.Context, call proxy.Call, in, out proto.Message) error {
+	r.released = append(r.released, in.(*pb.ReleaseRequest).LeaseId)
+	return nil
 }
 
-func (r *recordingRef) GrainID() actor.GrainID { return r.id }
+func (r *releaseRecorder) ResponseTimeout() time.Duration { return time.Second }
 
-func (r *recordingRef) Release(_ context.Context, in *pb.ReleaseRequest, _ ...proxy.CallOption) (*pb.ReleaseReply, error) {
-	r.released = append(r.released, in.LeaseId)
-	return &pb.ReleaseReply{Released: true}, nil
-}
-
-func TestReleaseUsesTheHoldersReferenceForItsOwnGrainsLeases(t *testing.T) {
-	id := actor.GrainID{Type: contract.ConcurrencyGrainType, Key: "mine"}
-	ref := &recordingRef{id: id}
-	l := &Lease{md: &pb.LeaseMetadata{LeaseId: 7, Acquired: true, GrainId: &pb.GrainId{Type: id.Type, Key: id.Key}}, holder: ref}
+func TestReleaseIsSentOnceAndRetriedAfterAFailure(t *testing.T) {
+	rec := &releaseRecorder{}
+	h := Concurrency(rec, "mine")
+	id := h.GrainID()
+	l := &Lease{grain: h.grain}
+	l.md.LeaseId, l.md.Acquired, l.md.GrainId = 7, true, &pb.GrainId{Type: id.Type, Key: id.Key}
 	require.NoError(t, l.Release(context.Background()))
 	require.NoError(t, l.Release(context.Background()))
-	assert.Equal(t, []uint64{7}, ref.released, "sent once, through the holder's reference")
+	assert.Equal(t, []uint64{7}, rec.released, "sent once")
 
-	foreign := &Lease{md: &pb.LeaseMetadata{LeaseId: 8, Acquired: true, GrainId: &pb.GrainId{Type: "other.Type", Key: "k"}}, holder: ref}
+	foreign := &Lease{grain: h.grain}
+	foreign.md.LeaseId, foreign.md.Acquired, foreign.md.GrainId = 8, true, &pb.GrainId{Type: "other.Type", Key: "k"}
 	assert.ErrorIs(t, foreign.Release(context.Background()), ErrUnknownOwner)
 	assert.ErrorIs(t, foreign.Release(context.Background()), ErrUnknownOwner, "a failed release may be retried")
+
+	other := &Lease{grain: h.grain}
+	other.md.LeaseId, other.md.Acquired, other.md.GrainId = 9, true, &pb.GrainId{Type: id.Type, Key: "theirs"}
+	require.NoError(t, other.Release(context.Background()))
+	assert.Equal(t, []uint64{7, 9}, rec.released, "a lease of another grain is released there")
 }
 
 // FuzzLeaseFromTheWire decodes lease metadata as a reply from the network
@@ -97,11 +101,10 @@ func FuzzLeaseFromTheWire(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		md := new(pb.LeaseMetadata)
-		if err := md.MergeGranaryWire(data); err != nil {
+		l := &Lease{}
+		if err := l.md.MergeGranaryWire(data); err != nil {
 			return
 		}
-		l := &Lease{md: md}
 		_ = l.Reason()
 		if l.RetryAfter() < 0 {
 			t.Fatalf("negative RetryAfter from %q", data)

@@ -508,7 +508,8 @@ type LeaseMetadata struct {
 	// rejected lease.
 	LeaseId uint64 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	// grain_id is the limiter grain that issued the lease, which a release
-	// must go to.
+	// must go to. A release-optional lease leaves it out: it was issued by
+	// the grain the call went to.
 	GrainId  *GrainId `protobuf:"bytes,2,opt,name=grain_id,json=grainId,proto3" json:"grain_id,omitempty"`
 	Acquired bool     `protobuf:"varint,3,opt,name=acquired,proto3" json:"acquired,omitempty"`
 	// metadata carries RETRY_AFTER (a Go duration string, such as "1.5s") and
