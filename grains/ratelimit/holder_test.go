@@ -293,3 +293,29 @@ func waitForWaiting(t *testing.T, h ratelimit.Limiter, n int64) {
 		return err == nil && st.WaitingCalls == n
 	}, "waiting for %d held calls", n)
 }
+
+func TestAHolderBuiltBeforeTheSiloStartsUsesTheSilosResponseTimeout(t *testing.T) {
+	var h *ratelimit.Holder[ratelimit.ConcurrencyOptions]
+	e := newEnv(t, withFakeClock(), withResponseTimeout(500*time.Millisecond), withGrains(func(s *silo.Silo) error {
+		h = ratelimit.Concurrency(s.Caller(), "early", ratelimit.ConcurrencyOptions{PermitLimit: 1, QueueLimit: 1})
+		return nil
+	}))
+	held, err := h.Acquire(context.Background(), 1)
+	require.NoError(t, err)
+	defer held.Release(context.Background())
+	got := make(chan *ratelimit.Lease, 1)
+	go func() {
+		l, err := h.Acquire(context.Background(), 1)
+		assert.NoError(t, err)
+		got <- l
+	}()
+	waitForWaiting(t, h, 1)
+	e.clock.Advance(399 * time.Millisecond)
+	// A deadline that fell due has posted its expiry turn by now, ahead of
+	// this call in the grain's mailbox.
+	st, err := h.Statistics(context.Background())
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, st.WaitingCalls, "still waiting short of 80% of the silo's 500 ms response timeout")
+	e.clock.Advance(time.Millisecond)
+	assert.Equal(t, ratelimit.ReasonLeaseNotAcquired, (<-got).Reason())
+}
