@@ -19,15 +19,7 @@ func TestConfigureWaitsBehindQueuedAcquisitionsThenResetsQuota(t *testing.T) {
 			ctx := context.Background()
 			h := ratelimit.Concurrency(e.caller(k), "configure-"+k.String())
 			require.NoError(t, h.Configure(ctx, ratelimit.ConcurrencyOptions{PermitLimit: 1, QueueLimit: 1}))
-			held, err := h.Acquire(ctx, 1)
-			require.NoError(t, err)
-			queued := make(chan *ratelimit.Lease, 1)
-			go func() {
-				l, err := h.Acquire(ctx, 1)
-				assert.NoError(t, err)
-				queued <- l
-			}()
-			waitForWaiting(t, h, 1)
+			held, queued := holdAndQueue(t, h)
 			configured := make(chan error, 1)
 			go func() { configured <- h.Configure(ctx, ratelimit.ConcurrencyOptions{PermitLimit: 4}) }()
 			waitForWaiting(t, h, 2)
@@ -61,17 +53,9 @@ func TestConfigurationWaitsWithinItsBudget(t *testing.T) {
 	// queueBehind holds the limiter's one permit, queues an acquisition
 	// (budget 800 ms), lets the clock move by before, then asks for a
 	// change.
-	queueBehind := func(key string, before time.Duration) (*ratelimit.Lease, chan *ratelimit.Lease, chan error, *ratelimit.Holder[ratelimit.ConcurrencyOptions]) {
+	queueBehind := func(key string, before time.Duration) (*ratelimit.Lease, <-chan *ratelimit.Lease, chan error, *ratelimit.Holder[ratelimit.ConcurrencyOptions]) {
 		h := ratelimit.Concurrency(e.caller(viaGateway), key, ratelimit.ConcurrencyOptions{PermitLimit: 1, QueueLimit: 1})
-		held, err := h.Acquire(ctx, 1)
-		require.NoError(t, err)
-		queued := make(chan *ratelimit.Lease, 1)
-		go func() {
-			l, err := h.Acquire(ctx, 1)
-			assert.NoError(t, err)
-			queued <- l
-		}()
-		waitForWaiting(t, h, 1)
+		held, queued := holdAndQueue(t, h)
 		e.clock.Advance(before)
 		configured := make(chan error, 1)
 		go func() { configured <- h.Configure(ctx, ratelimit.ConcurrencyOptions{PermitLimit: 9}) }()

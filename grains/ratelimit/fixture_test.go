@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
@@ -194,6 +195,24 @@ func (e *env) deactivate(id actor.GrainID) {
 
 // records counts the grain states the store holds.
 func (e *env) records() int { return e.mem.Len() }
+
+// holdAndQueue takes h's one permit and queues one more acquisition, which
+// it returns the lease of once it is answered.
+func holdAndQueue(t testing.TB, h ratelimit.Limiter) (held *ratelimit.Lease, queued <-chan *ratelimit.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	held, err := h.Acquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, held.Acquired())
+	got := make(chan *ratelimit.Lease, 1)
+	go func() {
+		l, err := h.Acquire(ctx, 1)
+		assert.NoError(t, err)
+		got <- l
+	}()
+	waitForWaiting(t, h, 1)
+	return held, got
+}
 
 // eventually polls cond until it holds.
 func eventually(t testing.TB, cond func() bool, msgAndArgs ...any) {

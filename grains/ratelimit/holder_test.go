@@ -112,16 +112,8 @@ func TestTheHoldersOwnDeadlineReturnsARejectedLease(t *testing.T) {
 	for _, k := range entries {
 		t.Run(k.String(), func(t *testing.T) {
 			h := ratelimit.Concurrency(e.caller(k), "own-deadline-"+k.String(), ratelimit.ConcurrencyOptions{PermitLimit: 1, QueueLimit: 1})
-			held, err := h.Acquire(context.Background(), 1)
-			require.NoError(t, err)
+			held, got := holdAndQueue(t, h)
 			defer held.Release(context.Background())
-			got := make(chan *ratelimit.Lease, 1)
-			go func() {
-				l, err := h.Acquire(context.Background(), 1)
-				assert.NoError(t, err)
-				got <- l
-			}()
-			waitForWaiting(t, h, 1)
 			e.clock.Advance(800 * time.Millisecond) // 80% of the response timeout
 			l := <-got
 			assert.False(t, l.Acquired())
@@ -286,7 +278,7 @@ func TestTryReplenishRunsManualReplenishment(t *testing.T) {
 }
 
 // waitForWaiting polls the grain until it holds n calls.
-func waitForWaiting(t *testing.T, h ratelimit.Limiter, n int64) {
+func waitForWaiting(t testing.TB, h ratelimit.Limiter, n int64) {
 	t.Helper()
 	eventually(t, func() bool {
 		st, err := h.Statistics(context.Background())
@@ -300,16 +292,8 @@ func TestAHolderBuiltBeforeTheSiloStartsUsesTheSilosResponseTimeout(t *testing.T
 		h = ratelimit.Concurrency(s.Caller(), "early", ratelimit.ConcurrencyOptions{PermitLimit: 1, QueueLimit: 1})
 		return nil
 	}))
-	held, err := h.Acquire(context.Background(), 1)
-	require.NoError(t, err)
+	held, got := holdAndQueue(t, h)
 	defer held.Release(context.Background())
-	got := make(chan *ratelimit.Lease, 1)
-	go func() {
-		l, err := h.Acquire(context.Background(), 1)
-		assert.NoError(t, err)
-		got <- l
-	}()
-	waitForWaiting(t, h, 1)
 	e.clock.Advance(399 * time.Millisecond)
 	// A deadline that fell due has posted its expiry turn by now, ahead of
 	// this call in the grain's mailbox.
