@@ -84,7 +84,9 @@ func (g *grain[O, P, R]) keep(c *call[O], now time.Time) {
 		c.deadline = deadline
 		c.timer = g.act.AfterFunc(deadline.Sub(now), func() { g.expire(c) })
 	}
-	d.OnCancel(func() { g.cancel(c) })
+	if d.Cancellable() { // a caller that cannot cancel gets nothing set up, not even this closure
+		d.OnCancel(func() { g.cancel(c) })
+	}
 }
 
 // hold keeps the running method's call behind the configuration change

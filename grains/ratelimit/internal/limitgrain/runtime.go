@@ -28,6 +28,7 @@ type deferred interface {
 	Reply(reply proto.Message, err error) bool
 	Deadline() (time.Time, bool)
 	OnCancel(fn func())
+	Cancellable() bool
 	Context() context.Context
 }
 

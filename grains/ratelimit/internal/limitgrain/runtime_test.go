@@ -136,6 +136,7 @@ type fakeDeferred struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	onCancel func()
+	watched  int // OnCancel calls
 
 	replied bool
 	reply   proto.Message
@@ -152,11 +153,13 @@ func (d *fakeDeferred) Reply(reply proto.Message, err error) bool {
 
 func (d *fakeDeferred) Deadline() (time.Time, bool) { return d.deadline, !d.deadline.IsZero() }
 func (d *fakeDeferred) OnCancel(fn func()) {
+	d.watched++
 	if d.cancel != nil {
 		d.onCancel = fn
 	}
 }
 func (d *fakeDeferred) Context() context.Context { return d.ctx }
+func (d *fakeDeferred) Cancellable() bool        { return d.cancel != nil }
 
 // cancelCall cancels the call as its caller would: the context ends, and
 // the cancel notification runs in a later turn, unless the reply went
