@@ -19,7 +19,11 @@ import (
 // error the grain returned arrives as a *proxy.RemoteError matching
 // proxy.ErrApplication, carrying the text.
 var (
-	ErrNegativeCount     = limiter.ErrNegativeCount
+	// ErrNegativeCount is returned for a negative permit count, before
+	// anything is sent.
+	ErrNegativeCount = limiter.ErrNegativeCount
+	// ErrCountExceedsLimit is returned by the grain for a count above the
+	// limiter's limit, which could never be granted.
 	ErrCountExceedsLimit = limiter.ErrCountExceedsLimit
 )
 
