@@ -206,3 +206,39 @@ func goName(field string) string {
 	}
 	return b.String()
 }
+
+// FuzzGeneratedDecoders feeds bytes, as a connection delivers them, to the
+// generated decoder of every message of the contract: it accepts exactly
+// what protobuf accepts, into the same message.
+func FuzzGeneratedDecoders(f *testing.F) {
+	r := rand.New(rand.NewPCG(7, 8))
+	messages := File_ratelimit_proto.Messages()
+	for i := 0; i < messages.Len(); i++ {
+		mt, err := protoRegistryFind(messages.Get(i).FullName())
+		if err != nil {
+			f.Fatal(err)
+		}
+		m := mt.New()
+		fill(r, m, 0)
+		b, err := proto.Marshal(m.Interface())
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(i), b)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		mt, err := protoRegistryFind(messages.Get(int(which) % messages.Len()).FullName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen := mt.New().Interface().(proxy.WireMessage)
+		ref := mt.New().Interface()
+		genErr, refErr := gen.MergeGranaryWire(data), proto.Unmarshal(data, ref)
+		if (genErr == nil) != (refErr == nil) {
+			t.Fatalf("%s from %x: generated %v, protobuf %v", mt.Descriptor().FullName(), data, genErr, refErr)
+		}
+		if genErr == nil && !proto.Equal(ref, gen) {
+			t.Fatalf("%s from %x: the decoders disagree", mt.Descriptor().FullName(), data)
+		}
+	})
+}
