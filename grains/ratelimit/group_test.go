@@ -51,6 +51,8 @@ func TestGroupIsAcquiredOnceUntilReleased(t *testing.T) {
 	lease, err := g.Acquire(ctx)
 	require.NoError(t, err)
 	require.True(t, lease.Acquired())
+	assert.NoError(t, lease.Err())
+	assert.Equal(t, "acquired (group)", lease.String())
 	assert.EqualValues(t, 2, available(t, a))
 	assert.EqualValues(t, 2, available(t, b))
 

@@ -172,6 +172,9 @@ func (l *Lease) Err() error {
 
 // String describes the lease for logs and test failures.
 func (l *Lease) String() string {
+	if l.group != nil {
+		return "acquired (group)"
+	}
 	if l.md.Acquired {
 		return fmt.Sprintf("acquired (lease %d of %s)", l.md.LeaseId, l.Owner())
 	}
