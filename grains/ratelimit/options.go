@@ -62,10 +62,10 @@ const (
 // replenishment); QueueLimit stays 0, which rejects at once when no
 // permit is free.
 type Defaults struct {
-	Concurrency   ConcurrencyOptions
-	FixedWindow   FixedWindowOptions
-	SlidingWindow SlidingWindowOptions
-	TokenBucket   TokenBucketOptions
+	Concurrency   ConcurrencyOptions   // of concurrency limiters
+	FixedWindow   FixedWindowOptions   // of fixed-window limiters
+	SlidingWindow SlidingWindowOptions // of sliding-window limiters
+	TokenBucket   TokenBucketOptions   // of token buckets
 }
 
 // EnsureDefaults fills zero fields with the library defaults.
