@@ -125,6 +125,10 @@ type Directory struct {
 		cache     map[actor.GrainID]Activation
 		lookups   map[actor.GrainID][]func(string, error) // lookups in flight, coalesced
 		received  map[ring.Silo][]ring.Range              // ranges live silos handed over, should the view catch up later
+		// placed counts the activations this silo placed on each silo since
+		// that silo's load was last published: published loads lag, and
+		// strategies that weigh load would otherwise herd.
+		placed map[string]int64
 	}
 	stats counters
 }
@@ -192,6 +196,7 @@ func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Di
 	d.mu.cache = make(map[actor.GrainID]Activation)
 	d.mu.lookups = make(map[actor.GrainID][]func(string, error))
 	d.mu.received = make(map[ring.Silo][]ring.Range)
+	d.mu.placed = make(map[string]int64)
 	return d
 }
 
@@ -341,7 +346,7 @@ func (d *Directory) place(id actor.GrainID, hint string) (string, error) {
 	candidates := make([]placement.Candidate, 0, len(d.mu.view.Members))
 	for _, m := range d.mu.view.Members {
 		if m.Status == cluster.StatusActive {
-			candidates = append(candidates, placement.Candidate{Silo: m.ID, Load: m.Load})
+			candidates = append(candidates, placement.Candidate{Silo: m.ID, Load: m.Load + d.mu.placed[m.ID]})
 		}
 	}
 	d.mu.Unlock()
@@ -355,6 +360,9 @@ func (d *Directory) place(id actor.GrainID, hint string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("directory: place %s: %w", id, err)
 	}
+	d.mu.Lock()
+	d.mu.placed[silo]++
+	d.mu.Unlock()
 	return silo, nil
 }
 

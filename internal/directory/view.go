@@ -30,6 +30,11 @@ func (d *Directory) SetView(v cluster.View) {
 			active = append(active, ring.Silo{ID: m.ID, Generation: m.Generation})
 		}
 	}
+	for _, m := range v.Members {
+		if old, ok := d.mu.view.Member(m.ID); !ok || old.Load != m.Load {
+			delete(d.mu.placed, m.ID) // a fresh figure counts what was placed before it
+		}
+	}
 	oldRing := d.mu.ring
 	newRing := ring.New(active, d.opts.VirtualNodes)
 	d.mu.view, d.mu.live, d.mu.ring = v, live, newRing
