@@ -129,6 +129,7 @@ type Directory struct {
 		// that silo's load was last published: published loads lag, and
 		// strategies that weigh load would otherwise herd.
 		placed map[string]int64
+		gone   map[string]int64 // silos that left the view, by the generation they had
 	}
 	stats counters
 }
@@ -197,6 +198,7 @@ func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Di
 	d.mu.lookups = make(map[actor.GrainID][]func(string, error))
 	d.mu.received = make(map[ring.Silo][]ring.Range)
 	d.mu.placed = make(map[string]int64)
+	d.mu.gone = make(map[string]int64)
 	return d
 }
 

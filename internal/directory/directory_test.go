@@ -409,3 +409,33 @@ func TestAnOverdueHandoffIsReplacedByARebuild(t *testing.T) {
 	}
 	assert.Positive(t, d.dir.Stats().Rebuilds)
 }
+
+// A silo declared dead by mistake comes back with its activations still
+// running; meanwhile one of its grains was activated on another silo.
+// When it is back in the view, the owner takes back what it hosts, and
+// the duplicate loses to the entry already there.
+func TestASiloThatComesBackFromAFalseDeathHasItsDuplicatesResolved(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	id := grainsOwnedBy("a", 1, "a", "b", "c")[0] // owned by a, hosted on b
+	require.Empty(t, register(t, b, id))
+
+	// The others think b died; b, alive, never hears of it.
+	without := c.viewWith(nil)
+	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m cluster.Member) bool { return m.ID == "b" })
+	a.dir.SetView(without)
+	cc.dir.SetView(without)
+	require.Empty(t, register(t, cc, id), "with b's entry dropped, c activates the grain again: a duplicate")
+
+	// b is back, under the same generation.
+	back := c.view()
+	a.dir.SetView(back)
+	cc.dir.SetView(back)
+	require.Eventually(t, func() bool {
+		b.host.mu.Lock()
+		defer b.host.mu.Unlock()
+		return slices.Contains(b.host.deactivated, id)
+	}, 10*time.Second, time.Millisecond, "b's activation, the duplicate now, is told to deactivate")
+	assert.Equal(t, "c", locate(t, b, id, ""))
+	assert.EqualValues(t, 1, a.dir.Stats().Conflicts)
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/directory/directorypb"
 	"github.com/granary-go/granary/internal/ring"
 )
 
@@ -33,6 +34,22 @@ func (d *Directory) SetView(v cluster.View) {
 	for _, m := range v.Members {
 		if old, ok := d.mu.view.Member(m.ID); !ok || old.Load != m.Load {
 			delete(d.mu.placed, m.ID) // a fresh figure counts what was placed before it
+		}
+	}
+	// A silo declared dead by mistake comes back under the same
+	// generation, its activations possibly still running while the
+	// directory dropped them and their grains were activated elsewhere:
+	// this silo's partition takes back from it what it hosts here, and
+	// any duplicate loses to the entry already there.
+	var returned []string
+	for _, m := range v.Members {
+		if _, now := d.mu.live[m.ID]; !now && d.mu.gone[m.ID] == m.Generation && m.ID != d.self.Silo {
+			returned = append(returned, m.ID)
+		}
+	}
+	for id, gen := range d.mu.live {
+		if g, ok := live[id]; !ok || g != gen {
+			d.mu.gone[id] = gen
 		}
 	}
 	oldRing := d.mu.ring
@@ -151,6 +168,36 @@ func (d *Directory) SetView(v cluster.View) {
 	if len(rebuild) > 0 {
 		d.goRemote(func(ctx context.Context) { d.rebuild(ctx, rebuild) })
 	}
+	if len(returned) > 0 {
+		d.mu.Lock()
+		mine := d.mu.ring.Ranges(d.self.Silo)
+		d.mu.Unlock()
+		for _, silo := range returned {
+			d.log.Info("directory: a silo declared dead came back: taking back what it hosts", slog.String("silo", silo))
+			d.goRemote(func(ctx context.Context) { d.reclaim(ctx, silo, mine) })
+		}
+	}
+}
+
+// reclaim merges into this silo's partition what silo hosts in ranges.
+func (d *Directory) reclaim(ctx context.Context, silo string, ranges []ring.Range) {
+	if len(ranges) == 0 {
+		return
+	}
+	req := &directorypb.HostedRequest{}
+	for _, r := range ranges {
+		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
+	}
+	var reply *directorypb.HostedReply
+	err := d.call(silo, func(ref directorypb.DirectoryRef) (err error) {
+		reply, err = ref.Hosted(ctx, req, d.callTimeout())
+		return err
+	})
+	if err != nil {
+		d.log.Warn("directory: a silo that came back did not say what it hosts", slog.String("silo", silo), slog.Any("err", err))
+		return
+	}
+	d.merge(reply.GetEntries())
 }
 
 // receivedLocked reports whether from handed r over already.
