@@ -130,6 +130,9 @@ type Directory struct {
 		// strategies that weigh load would otherwise herd.
 		placed map[string]int64
 		gone   map[string]int64 // silos that left the view, by the generation they had
+
+		remote int           // goroutines doing remote work
+		idle   chan struct{} // closed when remote drops to 0, for Wait
 	}
 	stats counters
 }
@@ -256,8 +259,10 @@ func (d *Directory) goRemote(fn func(ctx context.Context)) bool {
 		return false
 	}
 	d.wg.Add(1)
+	d.mu.remote++
 	go func() {
 		defer d.wg.Done()
+		defer d.remoteDone()
 		ctx, cancel := context.WithTimeout(d.done, d.opts.CallTimeout)
 		defer cancel()
 		fn(ctx)
@@ -554,16 +559,32 @@ func (d *Directory) Find(ctx context.Context, id actor.GrainID) (silo string, fo
 	}
 }
 
+// remoteDone counts a goroutine of remote work out.
+func (d *Directory) remoteDone() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.remote--
+	if d.mu.remote == 0 && d.mu.idle != nil {
+		close(d.mu.idle)
+		d.mu.idle = nil
+	}
+}
+
 // Wait waits, within ctx, for the directory's requests to other silos
 // (unregistrations, handoffs) to finish.
 func (d *Directory) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		d.wg.Wait()
-		close(done)
-	}()
+	d.mu.Lock()
+	if d.mu.remote == 0 {
+		d.mu.Unlock()
+		return nil
+	}
+	if d.mu.idle == nil {
+		d.mu.idle = make(chan struct{})
+	}
+	idle := d.mu.idle
+	d.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

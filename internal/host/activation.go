@@ -55,6 +55,7 @@ type activation struct {
 
 	gone       atomic.Bool   // no more posts: the actor is stopping
 	doing      atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
+	serving    atomic.Bool   // the core is active: the grain activated and has not deactivated
 	touched    atomic.Bool   // a request ran since the collector last looked
 	lastActive atomic.Int64  // unix nanos when the collector last saw activity
 
@@ -159,7 +160,9 @@ func (a *activation) onBatch(first *Request) {
 // end their steps, and when their outcome is known at once the core's next
 // step follows in the same turn.
 func (a *activation) apply(effects []effect) {
+	defer func() { a.serving.Store(a.core.active()) }()
 	for len(effects) > 0 {
+		a.serving.Store(a.core.active())
 		var next []effect
 		for _, e := range effects {
 			switch e.kind {

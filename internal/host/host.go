@@ -432,20 +432,28 @@ func (h *Host) Stats() HostStats {
 	}
 }
 
-// IsActive reports whether id has an activation on this host.
+// IsActive reports whether id has an activation on this host that runs
+// its requests.
+//
+// An activation that is still registering, or that lost its registration
+// and forwards what reaches it, does not count: it never ran the grain's
+// code.
 func (h *Host) IsActive(id actor.GrainID) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.mu.acts.get(id) != nil
+	a := h.mu.acts.get(id)
+	return a != nil && a.serving.Load()
 }
 
-// Active lists the grains active on this host.
+// Active lists the grains active on this host (as IsActive counts them).
 func (h *Host) Active() []actor.GrainID {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	ids := make([]actor.GrainID, 0, h.mu.acts.len())
 	for a := range h.mu.acts.all {
-		ids = append(ids, a.id)
+		if a.serving.Load() {
+			ids = append(ids, a.id)
+		}
 	}
 	return ids
 }
