@@ -49,7 +49,6 @@ type Stats struct {
 	BytesWritten       uint64 // bytes handed to the socket, length prefixes and heartbeats included
 	FramesRead         uint64 // frames delivered to HandleFrame
 	BytesRead          uint64 // body bytes delivered to HandleFrame
-	BytesReceived      uint64 // bytes read from the connection after the handshake, partial frames included
 	HeartbeatsSent     uint64 // heartbeats queued for the peer
 	HeartbeatsReceived uint64 // heartbeats that arrived and were consumed
 }
@@ -62,7 +61,6 @@ func (s *Stats) Add(o Stats) {
 	s.BytesWritten += o.BytesWritten
 	s.FramesRead += o.FramesRead
 	s.BytesRead += o.BytesRead
-	s.BytesReceived += o.BytesReceived
 	s.HeartbeatsSent += o.HeartbeatsSent
 	s.HeartbeatsReceived += o.HeartbeatsReceived
 }
@@ -148,6 +146,7 @@ func (c *Conn) start() {
 func (c *Conn) startWriter(idle time.Duration) {
 	// Field by field: Stats may read the reader's progress concurrently.
 	c.fr.r, c.fr.max, c.fr.slabSize = c.rw, c.opts.MaxFrameSize, c.opts.ReadBufferSize
+	c.fr.track = c.opts.KeepaliveTimeout > 0
 	c.wd = newWatchdog(c, c.clock, idle)
 	go c.writeLoop()
 	if c.wd != nil {
@@ -483,7 +482,6 @@ func (c *Conn) Stats() Stats {
 		BytesWritten:       c.bytesWritten.Load(),
 		FramesRead:         c.framesRead.Load(),
 		BytesRead:          c.bytesRead.Load(),
-		BytesReceived:      c.fr.progress.bytes.Load(),
 		HeartbeatsSent:     c.heartbeatsSent.Load(),
 		HeartbeatsReceived: c.heartbeatsRead.Load(),
 	}

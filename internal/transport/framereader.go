@@ -17,10 +17,18 @@ const (
 	readerInFrame        // blocked reading, with part of a frame buffered
 )
 
-// readProgress is what a frameReader publishes for other goroutines.
-type readProgress struct {
-	bytes atomic.Uint64 // read from the stream so far
-	state atomic.Uint32 // readerBusy, readerWaiting or readerInFrame
+// readProgress is what a frameReader publishes for the watchdog: the bytes
+// read from the stream so far and what the reader is doing, in one word
+// (bytes<<2 | state) that only the reader writes. The reader publishes
+// before each read inside a frame (the read rule's business) and once the
+// frame is out; between frames only when tracking every read (the keepalive
+// timeout's business), so that on the fast path, where reads bring whole
+// frames, reading costs no atomic operation at all.
+type readProgress struct{ word atomic.Uint64 }
+
+func (p *readProgress) load() (bytes uint64, state uint64) {
+	w := p.word.Load()
+	return w >> 2, w & 3
 }
 
 // frameReader splits a byte stream into frames. It reads from the stream
@@ -43,7 +51,9 @@ type frameReader struct {
 	start int    // first byte of buf not yet returned
 	end   int    // end of the bytes read into buf
 
-	state    uint32 // the last state stored in progress, to store only changes
+	track    bool   // publish around every read, not only inside frames
+	received uint64 // bytes read from the stream
+	state    uint64 // the state last published
 	progress readProgress
 }
 
@@ -64,7 +74,9 @@ func (fr *frameReader) next() ([]byte, error) {
 			if buffered-headerSize >= n {
 				body := fr.buf[fr.start+headerSize : fr.start+headerSize+n : fr.start+headerSize+n]
 				fr.start += headerSize + n
-				fr.setState(readerBusy)
+				if fr.state != readerBusy {
+					fr.publish(readerBusy)
+				}
 				return body, nil
 			}
 			need = headerSize + n
@@ -83,14 +95,17 @@ func (fr *frameReader) next() ([]byte, error) {
 			}
 		}
 		if buffered > 0 {
-			fr.setState(readerInFrame)
-		} else {
-			fr.setState(readerWaiting)
+			fr.publish(readerInFrame) // with the bytes that arrived so far
+		} else if fr.track {
+			fr.publish(readerWaiting)
 		}
 		n, err := fr.r.Read(fr.buf[fr.end:])
 		if n > 0 {
 			fr.end += n
-			fr.progress.bytes.Add(uint64(n))
+			fr.received += uint64(n)
+			if fr.track {
+				fr.publish(readerBusy) // until it reads again
+			}
 			continue
 		}
 		if err == io.EOF {
@@ -113,12 +128,9 @@ func (fr *frameReader) moveTo(size int) {
 	fr.buf, fr.start = buf, 0
 }
 
-// setState publishes what the reader does next. The atomic store happens
-// only on a change: at most twice per read from the stream, never per frame
-// handed out of a slab.
-func (fr *frameReader) setState(s uint32) {
-	if fr.state != s {
-		fr.state = s
-		fr.progress.state.Store(s)
-	}
+// publish tells the watchdog what the reader does next and how many bytes
+// it has read.
+func (fr *frameReader) publish(s uint64) {
+	fr.state = s
+	fr.progress.word.Store(fr.received<<2 | s)
 }

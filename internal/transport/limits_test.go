@@ -83,7 +83,7 @@ func TestStalledPeersAnnouncingTheLargestFrameHoldLittleMemory(t *testing.T) {
 	}
 	for range peers {
 		c := <-servers
-		require.Eventually(t, func() bool { return c.Stats().BytesReceived == headerSize+100 }, waitFor, time.Millisecond)
+		waitingInFrame(t, c, headerSize+100)
 	}
 	grown := heapInUse() - before
 	t.Logf("%d stalled peers: heap and stacks grew by %d KiB, %d KiB per peer", peers, grown>>10, grown/peers>>10)

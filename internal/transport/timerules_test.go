@@ -29,9 +29,14 @@ func armed(t *testing.T, fake *clock.Fake, n int) {
 	require.Eventually(t, func() bool { return fake.Pending() == n }, waitFor, time.Millisecond)
 }
 
-func received(t *testing.T, c *Conn, n uint64) {
+// waitingInFrame waits until c's reader has read n bytes and waits for the
+// rest of a frame, which is when the read rule looks at it.
+func waitingInFrame(t *testing.T, c *Conn, n uint64) {
 	t.Helper()
-	require.Eventually(t, func() bool { return c.Stats().BytesReceived == n }, waitFor, time.Millisecond)
+	require.Eventually(t, func() bool {
+		got, state := c.fr.progress.load()
+		return got == n && state == readerInFrame
+	}, waitFor, time.Millisecond)
 }
 
 func TestTricklingFrameIsClosed(t *testing.T) {
@@ -55,7 +60,7 @@ func TestTricklingFrameIsClosed(t *testing.T) {
 	}
 	_, err := between.Write(append(header(3), "one"...))
 	require.NoError(t, err)
-	received(t, betweenServer, headerSize+3)
+	require.Eventually(t, func() bool { return betweenServer.Stats().FramesRead == 1 }, waitFor, time.Millisecond)
 
 	const step = 250 * time.Millisecond // the watchdog's tick: a quarter of the window
 	var sent uint64 = headerSize
@@ -66,8 +71,8 @@ func TestTricklingFrameIsClosed(t *testing.T) {
 		_, err = fast.Write(bytes.Repeat([]byte{'f'}, 50))
 		require.NoError(t, err)
 		sent++
-		received(t, slowServer, sent)
-		received(t, fastServer, headerSize+50*(sent-headerSize))
+		waitingInFrame(t, slowServer, sent)
+		waitingInFrame(t, fastServer, headerSize+50*(sent-headerSize))
 		fake.Advance(step)
 	}
 	assert.ErrorIs(t, slowServer.Err(), ErrReadTooSlow)

@@ -122,11 +122,11 @@ func (w *watchdog) stop() {
 // connection with, or nil.
 func (w *watchdog) check(now time.Time) error {
 	c, o := w.c, &w.c.opts
-	received := c.fr.progress.bytes.Load()
-	state := c.fr.progress.state.Load()
+	received, state := c.fr.progress.load()
 
 	// Silence counts only while the reader waits for the peer: a handler that
-	// holds the reader up is not the peer's fault.
+	// holds the reader up is not the peer's fault. (The reader publishes
+	// every read only when KeepaliveTimeout is set, see readProgress.)
 	if received != w.lastReceived || state == readerBusy {
 		w.lastReceived, w.quietSince = received, now
 	} else if o.KeepaliveTimeout > 0 && now.Sub(w.quietSince) >= o.KeepaliveTimeout {
