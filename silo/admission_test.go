@@ -87,3 +87,19 @@ func TestTheSiloWideActivationLimitAnswersOverloaded(t *testing.T) {
 	_, err = testgrain.NewCounterRef(e.silo.Caller(), "a").Get(ctx, &testgrain.GetRequest{})
 	require.NoError(t, err)
 }
+
+// A client connection with nothing in flight is closed once idle for the
+// limit, and the client dials again on its next call; one with a call in
+// flight stays.
+func TestIdleClientConnectionsAreClosed(t *testing.T) {
+	e := startSilo(t, envConfig{opts: silo.Options{Limits: silo.Limits{IdleTimeout: 100 * time.Millisecond}}})
+	idle, busy := e.client(client.Options{}), e.client(client.Options{})
+	done := blockOn(context.Background(), testgrain.NewCounterRef(busy, "held"), "held")
+	require.Equal(t, "held", <-e.gate.Entered())
+	eventually(t, func() bool { return idle.Gateway() == "" }, "the idle connection was closed")
+	assert.NotEmpty(t, busy.Gateway(), "the busy one is kept")
+	_, err := testgrain.NewCounterRef(idle, "k").Get(context.Background(), &testgrain.GetRequest{})
+	require.NoError(t, err, "the client dials again")
+	e.gate.Release("held")
+	require.NoError(t, <-done)
+}

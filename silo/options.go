@@ -154,7 +154,17 @@ type Limits struct {
 	// MaxActivations, when positive, bounds the activations alive on the
 	// silo. Default 0: no bound.
 	MaxActivations int
+	// MaxConnections bounds the gateway's client connections; one more is
+	// closed before its handshake. Default 10 000.
+	MaxConnections int
+	// IdleTimeout closes a client connection that had no call in flight
+	// and no frame either way for this long; the client dials again on its
+	// next call. Default 5 min; negative keeps idle connections.
+	IdleTimeout time.Duration
 }
+
+// DefaultIdleTimeout is how long a client connection may sit idle.
+const DefaultIdleTimeout = 5 * time.Minute
 
 // EnsureDefaults fills zero fields with their defaults.
 func (o *Options) EnsureDefaults() {
@@ -182,6 +192,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.TimeoutResolution == 0 {
 		o.TimeoutResolution = rpc.DefaultSweepInterval
+	}
+	if o.Limits.IdleTimeout == 0 {
+		o.Limits.IdleTimeout = DefaultIdleTimeout
 	}
 	if o.Security.ClusterID == "" {
 		o.Security.ClusterID = DefaultClusterID
@@ -222,6 +235,7 @@ func (o *Options) Validate() error {
 	c.Range("Limits.MaxInFlight", o.Limits.MaxInFlight, 0, 1<<30)
 	c.Range("Limits.ActivationBurst", o.Limits.ActivationBurst, 0, 1<<30)
 	c.Range("Limits.MaxActivations", o.Limits.MaxActivations, 0, 1<<30)
+	c.Range("Limits.MaxConnections", o.Limits.MaxConnections, 0, 1<<30)
 	if n := len(o.Security.Secret); n > 0 && n < transport.MinSecretLength {
 		c.Bad("Security.Secret", "must be at least %d bytes, got %d", transport.MinSecretLength, n)
 	}
@@ -268,6 +282,10 @@ func (o *Options) gatewayTransport(gen int64) transport.Options {
 	t := o.transport()
 	t.Identity = transport.Identity{Role: transport.RoleSilo, SiloID: o.Name, Generation: gen, ClusterID: o.Security.ClusterID}
 	t.Listener.AcceptRoles = []transport.Role{transport.RoleClient}
+	t.Listener.MaxConnections = o.Limits.MaxConnections
+	if o.Limits.IdleTimeout > 0 {
+		t.Listener.IdleTimeout = o.Limits.IdleTimeout
+	}
 	t.TLS = o.Security.TLS
 	return t
 }

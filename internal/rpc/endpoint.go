@@ -444,6 +444,9 @@ func (e *Endpoint) HandleClose(c *transport.Conn, err error) {
 	}
 }
 
+// Idle implements transport.Idler: no call is in flight either way.
+func (e *Endpoint) Idle() bool { return e.inFlight.Load() == 0 && e.calls.len() == 0 }
+
 // EndpointStats are an endpoint's counters.
 type EndpointStats struct {
 	Pending       int   // outgoing calls waiting for replies
