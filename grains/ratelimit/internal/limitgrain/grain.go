@@ -1,0 +1,465 @@
+package limitgrain
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/grains/ratelimit/internal/contract"
+	"github.com/granary-go/granary/grains/ratelimit/limiter"
+	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
+)
+
+// core is what a grain needs of a limiter algorithm.
+type core interface {
+	limiter.Core
+	State() limiter.State
+	Restore(now time.Time, s limiter.State) error
+}
+
+// releaser is implemented by the concurrency limiter, whose permits come
+// back on release.
+type releaser interface {
+	Release(now time.Time, n int64) error
+}
+
+// replenisher is implemented by the time-based limiters.
+type replenisher interface {
+	TryReplenish(now time.Time) bool
+}
+
+// acquireRequest is the request of AcquireAndCheckConfiguration: permits
+// and the options of the grain's algorithm (P), as the generated getters
+// give them.
+type acquireRequest[P any] interface {
+	GetPermits() int64
+	GetOptions() P
+}
+
+// grain is a limiter grain of any of the four algorithms: O is the
+// algorithm's options, P their wire message and R its
+// AcquireAndCheckConfiguration request. Its methods run in the
+// activation's turns, so it needs no lock; the limiter core it drives is a
+// deterministic state machine that takes the time on every call.
+type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
+	alg      *algorithm[O, P]
+	defaults O
+
+	act    runtime
+	wireID *pb.GrainId // shared by the replies that carry it, never modified
+	saved  *pb.LimiterState
+
+	options     O
+	configured  bool
+	core        core
+	releaser    releaser    // nil for the time-based algorithms
+	replenisher replenisher // nil for the concurrency limiter
+
+	// leases are the concurrency leases not yet released: lease id ->
+	// permits. Time-based grains keep nothing per lease.
+	leases      map[uint64]int64
+	nextLeaseID uint64
+
+	queued      int        // calls waiting in the limiter's queue
+	held        []*call[O] // calls waiting behind a configuration change, in arrival order
+	heldPermits int64
+	completed   []*limiter.Waiter // waiters the core completed, to answer once it returns
+
+	tick   timer // the replenishment tick, armed only while the core needs one
+	tickAt time.Time
+	onTick func()
+}
+
+func newGrain[O comparable, P proto.Message, R acquireRequest[P]](alg *algorithm[O, P], defaults O) *grain[O, P, R] {
+	return &grain[O, P, R]{alg: alg, defaults: defaults}
+}
+
+// OnActivate restores the stored state, if any, by the restore rules of the
+// grain's algorithm, and starts the replenishment tick when it is due.
+func (g *grain[O, P, R]) OnActivate(_ context.Context, act *actor.Context) error {
+	g.start(activation{act})
+	return nil
+}
+
+// start is OnActivate on any runtime.
+func (g *grain[O, P, R]) start(act runtime) {
+	g.act = act
+	id := act.ID()
+	g.wireID = &pb.GrainId{Type: id.Type, Key: id.Key}
+	g.onTick = g.tickNow
+	// A random start keeps lease ids of a grain that lost unflushed state
+	// in a crash from repeating those its callers still hold.
+	g.nextLeaseID = rand.Uint64()
+	now := act.Now()
+	g.restore(now)
+	g.saved = nil
+	g.rearm(now)
+}
+
+// OnDeactivate closes the limiter and answers every call still held: a
+// rejected lease for acquisitions, actor.ErrDeactivated for changes. (The
+// runtime answers held replies itself before it calls OnDeactivate; then
+// these answers go nowhere.)
+func (g *grain[O, P, R]) OnDeactivate(context.Context, *actor.Context) error {
+	now := g.act.Now()
+	held := g.held
+	g.held, g.heldPermits = nil, 0
+	g.core.Close(now)
+	for _, w := range g.completed {
+		g.finish(w, now)
+	}
+	g.completed = nil
+	for _, c := range held {
+		if c.kind.acquires() {
+			g.answer(c, g.notAcquiredReply(), nil)
+		} else {
+			g.answer(c, nil, actor.ErrDeactivated)
+		}
+	}
+	return nil
+}
+
+// install makes c, built for o, the grain's limiter: quota, counters and
+// concurrency leases start afresh. It only runs while nobody waits in the
+// old limiter's queue.
+func (g *grain[O, P, R]) install(o O, c core, now time.Time) {
+	if g.core != nil {
+		g.core.Close(now)
+	}
+	g.options = o
+	g.core = c
+	g.releaser, _ = c.(releaser)
+	g.replenisher, _ = c.(replenisher)
+	c.SetCompletionHandler(g.onCompleted)
+	g.leases = nil
+	if g.releaser != nil {
+		g.leases = make(map[uint64]int64)
+	}
+	g.rearm(now)
+}
+
+// onCompleted is the core's completion handler. The core calls it from
+// inside its own methods, which must not be re-entered, so the waiter is
+// only noted here and answered by settle.
+func (g *grain[O, P, R]) onCompleted(w *limiter.Waiter) { g.completed = append(g.completed, w) }
+
+// Acquire takes permits at once when it can, answering in the same turn
+// with no timer and no deferred reply; only a call that must wait keeps
+// its reply and arms its deadline.
+func (g *grain[O, P, R]) Acquire(_ context.Context, in *pb.AcquireRequest) (*pb.LeaseMetadata, error) {
+	return g.acquire(in.Permits)
+}
+
+func (g *grain[O, P, R]) acquire(permits int64) (*pb.LeaseMetadata, error) {
+	if len(g.held) > 0 {
+		g.hold(&call[O]{kind: acquireCall, permits: permits})
+		return nil, nil
+	}
+	return g.acquireNow(permits)
+}
+
+// AcquireAndCheckConfiguration reconfigures the grain first when the
+// options differ from the current ones (after the acquisitions already
+// waiting), then acquires. Nil options acquire under the current ones.
+func (g *grain[O, P, R]) AcquireAndCheckConfiguration(_ context.Context, in R) (*pb.LeaseMetadata, error) {
+	o, ok := g.alg.fromWire(in.GetOptions())
+	if !ok || (o == g.options && len(g.held) == 0) {
+		return g.acquire(in.GetPermits())
+	}
+	now := g.act.Now()
+	trial, err := g.trial(o, in.GetPermits(), now)
+	if err != nil {
+		return nil, err
+	}
+	if g.idle() {
+		g.reconfigure(o, trial, now)
+		return g.acquireNow(in.GetPermits())
+	}
+	// Behind an earlier change, the options are compared again when the
+	// call's turn comes, with the options that change installed.
+	g.hold(&call[O]{kind: reconfigureCall, permits: in.GetPermits(), options: o})
+	return nil, nil
+}
+
+// acquireNow runs an acquisition inside the method's turn.
+func (g *grain[O, P, R]) acquireNow(permits int64) (*pb.LeaseMetadata, error) {
+	now := g.act.Now()
+	lease, w, err := g.core.Acquire(now, permits)
+	if err != nil {
+		return nil, err
+	}
+	g.act.MarkDirty()
+	if w == nil {
+		g.rearm(now)
+		return g.leaseReply(lease), nil
+	}
+	c := &call[O]{kind: acquireCall, permits: permits}
+	g.keep(c, now)
+	g.enqueued(c, w)
+	g.settle(now) // a NewestFirst queue may have evicted older waiters
+	return nil, nil
+}
+
+func (g *grain[O, P, R]) enqueued(c *call[O], w *limiter.Waiter) {
+	c.waiter = w
+	w.Value = c
+	g.queued++
+}
+
+// Release returns a concurrency lease's permits; time-based grains keep
+// nothing to release.
+func (g *grain[O, P, R]) Release(_ context.Context, in *pb.ReleaseRequest) (*pb.ReleaseReply, error) {
+	n, ok := g.leases[in.LeaseId]
+	if !ok {
+		return &pb.ReleaseReply{}, nil
+	}
+	delete(g.leases, in.LeaseId)
+	now := g.act.Now()
+	if err := g.releaser.Release(now, n); err != nil {
+		return nil, err
+	}
+	g.act.MarkDirty()
+	g.settle(now)
+	return &pb.ReleaseReply{Released: true}, nil
+}
+
+// Statistics reports the limiter's counters and what the grain holds.
+func (g *grain[O, P, R]) Statistics(context.Context, *pb.StatisticsRequest) (*pb.StatisticsReply, error) {
+	st, err := g.core.Statistics()
+	if err != nil {
+		return nil, err
+	}
+	return &pb.StatisticsReply{
+		AvailablePermits:      st.AvailablePermits,
+		QueuedPermits:         st.QueuedPermits + g.heldPermits,
+		TotalFailedLeases:     st.TotalFailedLeases,
+		TotalSuccessfulLeases: st.TotalSuccessfulLeases,
+		ActiveLeases:          int64(len(g.leases)),
+		WaitingCalls:          int64(g.queued + len(g.held)),
+	}, nil
+}
+
+// Configure validates the options on a trial limiter, then, once the
+// acquisitions already waiting are answered, replaces the limiter and
+// stores the state at once.
+func (g *grain[O, P, R]) Configure(ctx context.Context, in P) (*pb.ConfigureReply, error) {
+	o, ok := g.alg.fromWire(in)
+	if !ok {
+		return nil, errNoOptions
+	}
+	now := g.act.Now()
+	trial, err := g.trial(o, 0, now)
+	if err != nil {
+		return nil, err
+	}
+	if g.idle() {
+		g.reconfigure(o, trial, now)
+		return &pb.ConfigureReply{}, nil
+	}
+	g.hold(&call[O]{kind: configureCall, options: o})
+	return nil, nil
+}
+
+// Configuration returns the current options.
+func (g *grain[O, P, R]) Configuration(context.Context, *pb.ConfigurationRequest) (P, error) {
+	return g.alg.toWire(g.options), nil
+}
+
+// Reset gives the limiter its full quota back and forgets concurrency
+// leases, keeping the options.
+func (g *grain[O, P, R]) Reset(context.Context, *pb.ResetRequest) (*pb.ResetReply, error) {
+	if !g.idle() {
+		g.hold(&call[O]{kind: resetCall})
+		return nil, nil
+	}
+	g.reset(g.act.Now())
+	return &pb.ResetReply{}, nil
+}
+
+// DeleteState clears the stored state and returns to the silo defaults.
+// When the store fails, nothing changes.
+func (g *grain[O, P, R]) DeleteState(context.Context, *pb.DeleteStateRequest) (*pb.DeleteStateReply, error) {
+	if !g.idle() {
+		g.hold(&call[O]{kind: deleteCall})
+		return nil, nil
+	}
+	if err := g.deleteState(g.act.Now()); err != nil {
+		return nil, err
+	}
+	return &pb.DeleteStateReply{}, nil
+}
+
+// TryReplenish runs one manual replenishment of a time-based limiter.
+func (g *grain[O, P, R]) TryReplenish(context.Context, *pb.TryReplenishRequest) (*pb.TryReplenishReply, error) {
+	if g.replenisher == nil {
+		return &pb.TryReplenishReply{}, nil
+	}
+	now := g.act.Now()
+	done := g.replenisher.TryReplenish(now)
+	if done {
+		g.act.MarkDirty()
+	}
+	g.settle(now)
+	return &pb.TryReplenishReply{Replenished: done}, nil
+}
+
+// idle reports whether a configuration change may run now: nothing waits
+// in the limiter's queue or behind an earlier change.
+func (g *grain[O, P, R]) idle() bool { return g.queued == 0 && len(g.held) == 0 }
+
+// trial validates o, and permits against it, on a limiter of its own; the
+// grain's limiter is untouched whatever the outcome.
+func (g *grain[O, P, R]) trial(o O, permits int64, now time.Time) (core, error) {
+	c, err := g.alg.newCore(o, now)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case permits < 0:
+		return nil, limiter.ErrNegativeCount
+	case permits > g.alg.limit(o):
+		return nil, limiter.ErrCountExceedsLimit
+	}
+	return c, nil
+}
+
+// reconfigure installs a limiter for o and stores the new state at once.
+func (g *grain[O, P, R]) reconfigure(o O, c core, now time.Time) {
+	g.install(o, c, now)
+	g.configured = true
+	g.writeState()
+}
+
+// reset installs a fresh limiter for the current options and stores the
+// state at once.
+func (g *grain[O, P, R]) reset(now time.Time) {
+	c, err := g.alg.newCore(g.options, now)
+	if err != nil { // the options were valid when they were installed
+		panic(err)
+	}
+	g.install(g.options, c, now)
+	g.writeState()
+}
+
+// deleteState clears the stored state first, so that a store that fails
+// leaves the grain as it was, then goes back to the silo defaults.
+func (g *grain[O, P, R]) deleteState(now time.Time) error {
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	if err := g.act.ClearState(ctx); err != nil {
+		return err
+	}
+	c, err := g.alg.newCore(g.defaults, now)
+	if err != nil { // the defaults were validated at registration
+		panic(err)
+	}
+	g.install(g.defaults, c, now)
+	g.configured = false
+	return nil
+}
+
+// writeState stores the state within the current turn. A write that fails
+// leaves the state dirty for the flusher to retry, so the change is
+// applied in memory either way: the snapshot is best effort.
+func (g *grain[O, P, R]) writeState() {
+	g.act.MarkDirty()
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	_ = g.act.WriteState(ctx)
+}
+
+// stateTimeout bounds a write or delete made inside a turn.
+const stateTimeout = 10 * time.Second
+
+// rearm keeps one replenishment tick armed for the time the core reports,
+// and none while it needs none (a full limiter, manual replenishment, the
+// concurrency limiter).
+func (g *grain[O, P, R]) rearm(now time.Time) {
+	at, ok := g.core.NextTick(now)
+	if !ok {
+		if g.tick != nil {
+			g.tick.Stop()
+			g.tick = nil
+		}
+		return
+	}
+	if g.tick != nil {
+		if at.Equal(g.tickAt) {
+			return
+		}
+		g.tick.Stop()
+	}
+	g.tickAt = at
+	g.tick = g.act.AfterFunc(max(at.Sub(now), 0), g.onTick)
+}
+
+// tickNow is the replenishment tick.
+func (g *grain[O, P, R]) tickNow() {
+	g.tick = nil
+	now := g.act.Now()
+	if at, ok := g.core.NextTick(now); ok && !at.After(now) {
+		g.core.Tick(now)
+		g.act.MarkDirty()
+	}
+	g.settle(now)
+}
+
+// leaseReply is the reply for a lease the core returned. A concurrency
+// lease that holds permits is kept until released, and names the grain the
+// release must go to; every other lease is dropped at once and marked
+// release-optional, and names no grain: nobody needs to reach it about
+// the lease, and leaving the name out saves encoding and decoding it on
+// every time-based acquisition.
+func (g *grain[O, P, R]) leaseReply(l limiter.Lease) *pb.LeaseMetadata {
+	if !l.Acquired() {
+		return g.rejectedReply(l)
+	}
+	md := &pb.LeaseMetadata{Acquired: true, LeaseId: g.newLeaseID()}
+	if g.releaser != nil && l.Permits() > 0 {
+		g.leases[md.LeaseId] = l.Permits()
+		md.GrainId = g.wireID // where the release must go
+	} else {
+		md.ReleaseOptional = true
+	}
+	return md
+}
+
+// Metadata shared by the replies that carry it; replies only read it.
+var (
+	queueLimitMetadata  = []*pb.MetadataEntry{{Name: contract.MetadataReasonPhrase, Value: contract.ReasonQueueLimitReached}}
+	notAcquiredMetadata = []*pb.MetadataEntry{{Name: contract.MetadataReasonPhrase, Value: contract.ReasonLeaseNotAcquired}}
+)
+
+// rejectedReply carries a failed lease's metadata: RETRY_AFTER for the
+// time-based limiters, the reason for a full concurrency queue.
+func (g *grain[O, P, R]) rejectedReply(l limiter.Lease) *pb.LeaseMetadata {
+	md := &pb.LeaseMetadata{ReleaseOptional: true}
+	if d, ok := l.RetryAfter(); ok {
+		md.Metadata = []*pb.MetadataEntry{{Name: contract.MetadataRetryAfter, Value: d.String()}}
+	} else if _, ok := l.ReasonPhrase(); ok {
+		md.Metadata = queueLimitMetadata
+	}
+	return md
+}
+
+// notAcquiredReply answers a call whose budget ran out, or that the grain
+// gave up on, with a rejected lease.
+func (g *grain[O, P, R]) notAcquiredReply() *pb.LeaseMetadata {
+	return &pb.LeaseMetadata{ReleaseOptional: true, Metadata: notAcquiredMetadata}
+}
+
+// newLeaseID returns a lease id that is not 0 and not held.
+func (g *grain[O, P, R]) newLeaseID() uint64 {
+	for {
+		g.nextLeaseID++
+		if g.nextLeaseID == 0 {
+			continue
+		}
+		if _, held := g.leases[g.nextLeaseID]; !held {
+			return g.nextLeaseID
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package limitgrain
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/grains/ratelimit/internal/contract"
+	"github.com/granary-go/granary/grains/ratelimit/limiter"
+	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
+	"github.com/granary-go/granary/proxy"
+)
+
+// algorithm is what differs between the four limiter grains.
+type algorithm[O comparable, P proto.Message] struct {
+	toWire   func(O) P
+	fromWire func(P) (O, bool)
+	newWire  func() P
+	newCore  func(O, time.Time) (core, error)
+	limit    func(O) int64
+	// restored applies the algorithm's restore rule to a snapshot taken at
+	// updatedAt, for a limiter with options o activated at now.
+	restored func(o O, saved limiter.State, updatedAt, now time.Time) limiter.State
+}
+
+// asCore returns c as a core, or a nil core (not a typed nil) with err.
+func asCore[C core](c C, err error) (core, error) {
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var concurrency = &algorithm[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions]{
+	toWire:   contract.ConcurrencyToWire,
+	fromWire: contract.ConcurrencyFromWire,
+	newWire:  func() *pb.ConcurrencyOptions { return new(pb.ConcurrencyOptions) },
+	newCore: func(o limiter.ConcurrencyOptions, now time.Time) (core, error) {
+		return asCore(limiter.NewConcurrency(o, now))
+	},
+	limit:    func(o limiter.ConcurrencyOptions) int64 { return o.PermitLimit },
+	restored: restoreConcurrency,
+}
+
+var fixedWindow = &algorithm[limiter.FixedWindowOptions, *pb.FixedWindowOptions]{
+	toWire:   contract.FixedWindowToWire,
+	fromWire: contract.FixedWindowFromWire,
+	newWire:  func() *pb.FixedWindowOptions { return new(pb.FixedWindowOptions) },
+	newCore: func(o limiter.FixedWindowOptions, now time.Time) (core, error) {
+		return asCore(limiter.NewFixedWindow(o, now))
+	},
+	limit:    func(o limiter.FixedWindowOptions) int64 { return o.PermitLimit },
+	restored: restoreFixedWindow,
+}
+
+var slidingWindow = &algorithm[limiter.SlidingWindowOptions, *pb.SlidingWindowOptions]{
+	toWire:   contract.SlidingWindowToWire,
+	fromWire: contract.SlidingWindowFromWire,
+	newWire:  func() *pb.SlidingWindowOptions { return new(pb.SlidingWindowOptions) },
+	newCore: func(o limiter.SlidingWindowOptions, now time.Time) (core, error) {
+		return asCore(limiter.NewSlidingWindow(o, now))
+	},
+	limit:    func(o limiter.SlidingWindowOptions) int64 { return o.PermitLimit },
+	restored: restoreSlidingWindow,
+}
+
+var tokenBucket = &algorithm[limiter.TokenBucketOptions, *pb.TokenBucketOptions]{
+	toWire:   contract.TokenBucketToWire,
+	fromWire: contract.TokenBucketFromWire,
+	newWire:  func() *pb.TokenBucketOptions { return new(pb.TokenBucketOptions) },
+	newCore: func(o limiter.TokenBucketOptions, now time.Time) (core, error) {
+		return asCore(limiter.NewTokenBucket(o, now))
+	},
+	limit:    func(o limiter.TokenBucketOptions) int64 { return o.TokenLimit },
+	restored: restoreTokenBucket,
+}
+
+// Defaults are the options of grains that were never configured, one per
+// algorithm; Register expects them valid.
+type Defaults struct {
+	Concurrency   limiter.ConcurrencyOptions
+	FixedWindow   limiter.FixedWindowOptions
+	SlidingWindow limiter.SlidingWindowOptions
+	TokenBucket   limiter.TokenBucketOptions
+}
+
+// Compile-time checks that the grains implement their contracts and the
+// runtime's hooks.
+var (
+	_ pb.ConcurrencyLimiterGrain   = (*grain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest])(nil)
+	_ pb.FixedWindowLimiterGrain   = (*grain[limiter.FixedWindowOptions, *pb.FixedWindowOptions, *pb.FixedWindowAcquireRequest])(nil)
+	_ pb.SlidingWindowLimiterGrain = (*grain[limiter.SlidingWindowOptions, *pb.SlidingWindowOptions, *pb.SlidingWindowAcquireRequest])(nil)
+	_ pb.TokenBucketLimiterGrain   = (*grain[limiter.TokenBucketOptions, *pb.TokenBucketOptions, *pb.TokenBucketAcquireRequest])(nil)
+	_ actor.Activator              = (*grain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest])(nil)
+	_ actor.Deactivator            = (*grain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest])(nil)
+	_ actor.Stateful               = (*grain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest])(nil)
+)
+
+// Register registers the four limiter grain types on r with the given
+// defaults.
+func Register(r proxy.Registrar, d Defaults) error {
+	if err := pb.RegisterConcurrencyLimiterGrain(r, func(actor.GrainID) pb.ConcurrencyLimiterGrain {
+		return newGrain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest](concurrency, d.Concurrency)
+	}); err != nil {
+		return err
+	}
+	if err := pb.RegisterFixedWindowLimiterGrain(r, func(actor.GrainID) pb.FixedWindowLimiterGrain {
+		return newGrain[limiter.FixedWindowOptions, *pb.FixedWindowOptions, *pb.FixedWindowAcquireRequest](fixedWindow, d.FixedWindow)
+	}); err != nil {
+		return err
+	}
+	if err := pb.RegisterSlidingWindowLimiterGrain(r, func(actor.GrainID) pb.SlidingWindowLimiterGrain {
+		return newGrain[limiter.SlidingWindowOptions, *pb.SlidingWindowOptions, *pb.SlidingWindowAcquireRequest](slidingWindow, d.SlidingWindow)
+	}); err != nil {
+		return err
+	}
+	return pb.RegisterTokenBucketLimiterGrain(r, func(actor.GrainID) pb.TokenBucketLimiterGrain {
+		return newGrain[limiter.TokenBucketOptions, *pb.TokenBucketOptions, *pb.TokenBucketAcquireRequest](tokenBucket, d.TokenBucket)
+	})
+}
