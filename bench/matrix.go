@@ -151,22 +151,20 @@ func (m Matrix) PeerCases(a Algorithm, takesContext bool, scenarios ...Scenario)
 	return cases
 }
 
-// parseList parses a comma-separated list of names, each one of known;
-// "" and "all" select all of known.
+// parseList parses a comma-separated list of names, each one of known, and
+// returns them in known's order; "" and "all" select all of known.
 func parseList[T ~string](list string, known []T) ([]T, error) {
 	list = strings.TrimSpace(list)
 	if list == "" || list == "all" {
 		return slices.Clone(known), nil
 	}
-	var out []T
+	var named []T
 	for name := range strings.SplitSeq(list, ",") {
 		v := T(strings.TrimSpace(name))
 		if !slices.Contains(known, v) {
 			return nil, fmt.Errorf("%q is none of %v", name, known)
 		}
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
+		named = append(named, v)
 	}
-	return out, nil
+	return slices.DeleteFunc(slices.Clone(known), func(v T) bool { return !slices.Contains(named, v) }), nil
 }

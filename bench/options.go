@@ -126,7 +126,7 @@ func (o *Options) Validate() error {
 }
 
 // Matrix returns the selection the options measure.
-func (o *Options) Matrix() Matrix {
+func (o Options) Matrix() Matrix {
 	return Matrix{Algorithms: o.Algorithms, Scenarios: o.Scenarios, Overloads: o.Overloads}
 }
 

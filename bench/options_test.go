@@ -154,7 +154,7 @@ func TestBadEnvironmentValuesAreAllReported(t *testing.T) {
 
 func TestArgsReproduceTheOptions(t *testing.T) {
 	o := bench.Options{
-		Algorithms: []bench.Algorithm{bench.SlidingWindow}, Scenarios: []bench.Scenario{bench.Partitioned, bench.Sequential},
+		Algorithms: []bench.Algorithm{bench.SlidingWindow}, Scenarios: []bench.Scenario{bench.Sequential, bench.Partitioned},
 		Overloads: []bool{true}, Operations: 99, Repetitions: 4, WarmupPerHolder: 3, WarmWorkload: true, Revision: "r1",
 	}
 	cfg, err := bind(t, env{}, o.Args()...)

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/granary-go/granary/bench"
+	"github.com/granary-go/granary/bench/peer"
+	"github.com/granary-go/granary/bench/subject"
+)
+
+// Environment variables of the command's own flags, beside bench's.
+const (
+	EnvGubernator  = "RATE_LIMIT_PERFORMANCE_GUBERNATOR"
+	EnvRedisServer = "RATE_LIMIT_PERFORMANCE_REDIS_SERVER"
+)
+
+// Main runs granary-bench with args (without the program's name) and
+// returns its exit code: 0 when every case succeeded, 1 when one failed,
+// 2 for bad flags or environment.
+func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("granary-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg         bench.Config
+		gubernator  string
+		redisServer = peer.DefaultRedisServer
+	)
+	err := errors.Join(
+		cfg.Bind(fs, lookupEnv),
+		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&gubernator), "gubernator", EnvGubernator,
+			"the gubernator peer's binary (default: built from "+peer.GubernatorModule+" when found)"),
+		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&redisServer), "redis-server", EnvRedisServer,
+			"the redis-server binary the redis_rate peer runs"),
+	)
+	if err != nil {
+		fmt.Fprintln(stderr, "granary-bench:", err)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "granary-bench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	// The stand-in topology until the testcluster fixture exists: see
+	// package subject.
+	systems := []bench.System{subject.New(subject.NewStandIn())}
+	var sources []bench.Source
+	if cfg.Peers {
+		systems = append(systems, peer.NewEcho(), peer.NewProtoActor(), peer.XRate{}, peer.NewRedisRate(redisServer))
+		module := ""
+		if gubernator == "" {
+			if wd, err := os.Getwd(); err == nil {
+				module = peer.FindGubernatorModule(wd)
+			}
+		}
+		sources = append(sources, peer.NewGubernator(gubernator, module))
+	}
+	err = bench.Execute(ctx, cfg, systems, sources, stdout, stderr)
+	switch {
+	case errors.Is(err, bench.ErrInvalidOption):
+		fmt.Fprintln(stderr, "granary-bench:", err)
+		return 2
+	case err != nil:
+		fmt.Fprintln(stderr, "granary-bench:", err)
+		return 1
+	}
+	return 0
+}
