@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	"github.com/granary-go/granary/bench"
 	"github.com/granary-go/granary/bench/peer"
@@ -17,6 +18,8 @@ import (
 const (
 	EnvGubernator  = "RATE_LIMIT_PERFORMANCE_GUBERNATOR"
 	EnvRedisServer = "RATE_LIMIT_PERFORMANCE_REDIS_SERVER"
+	EnvCPUProfile  = "RATE_LIMIT_PERFORMANCE_CPUPROFILE"
+	EnvMemProfile  = "RATE_LIMIT_PERFORMANCE_MEMPROFILE"
 )
 
 // Main runs granary-bench with args (without the program's name) and
@@ -26,9 +29,10 @@ func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bo
 	fs := flag.NewFlagSet("granary-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		cfg         bench.Config
-		gubernator  string
-		redisServer = peer.DefaultRedisServer
+		cfg                    bench.Config
+		gubernator             string
+		redisServer            = peer.DefaultRedisServer
+		cpuProfile, memProfile string
 	)
 	err := errors.Join(
 		cfg.Bind(fs, lookupEnv),
@@ -36,6 +40,10 @@ func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bo
 			"the gubernator peer's binary (default: built from "+peer.GubernatorModule+" when found)"),
 		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&redisServer), "redis-server", EnvRedisServer,
 			"the redis-server binary the redis_rate peer runs"),
+		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&cpuProfile), "cpuprofile", EnvCPUProfile,
+			"write a CPU profile of the whole run to this file"),
+		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&memProfile), "memprofile", EnvMemProfile,
+			"write an allocation profile of the whole run to this file"),
 	)
 	if err != nil {
 		fmt.Fprintln(stderr, "granary-bench:", err)
@@ -62,7 +70,12 @@ func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bo
 		}
 		sources = append(sources, peer.NewGubernator(gubernator, module))
 	}
-	err = bench.Execute(ctx, cfg, systems, sources, stdout, stderr)
+	stopProfiles, err := startProfiles(cpuProfile, memProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, "granary-bench:", err)
+		return 2
+	}
+	err = errors.Join(bench.Execute(ctx, cfg, systems, sources, stdout, stderr), stopProfiles())
 	switch {
 	case errors.Is(err, bench.ErrInvalidOption):
 		fmt.Fprintln(stderr, "granary-bench:", err)
@@ -72,4 +85,33 @@ func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bo
 		return 1
 	}
 	return 0
+}
+
+// startProfiles starts the CPU profile when cpu names a file, and returns
+// what stops it and writes the allocation profile when mem names one.
+func startProfiles(cpu, mem string) (stop func() error, err error) {
+	var cpuFile *os.File
+	if cpu != "" {
+		if cpuFile, err = os.Create(cpu); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(cpuFile); err != nil {
+			return nil, errors.Join(err, cpuFile.Close())
+		}
+	}
+	return func() error {
+		var errs []error
+		if cpuFile != nil {
+			pprof.StopCPUProfile()
+			errs = append(errs, cpuFile.Close())
+		}
+		if mem != "" {
+			f, err := os.Create(mem)
+			if err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+			errs = append(errs, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		return errors.Join(errs...)
+	}, nil
 }

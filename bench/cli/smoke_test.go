@@ -96,6 +96,20 @@ func TestEnvironmentSelectsTheCasesAndFlagsWin(t *testing.T) {
 	}
 }
 
+func TestProfilesOfTheRunAreWritten(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
+	code, _, stderr := run(t, env{cli.EnvMemProfile: mem}, "--quick", "--algorithm=fixed", "--scenario=hot-key", "--cpuprofile="+cpu)
+	require.Equal(t, 0, code, stderr)
+	for _, f := range []string{cpu, mem} {
+		info, err := os.Stat(f)
+		require.NoError(t, err)
+		assert.Positive(t, info.Size(), f)
+	}
+	code, _, _ = run(t, env{}, "--quick", "--cpuprofile="+filepath.Join(dir, "no-such-dir", "cpu.pprof"))
+	assert.Equal(t, 2, code)
+}
+
 func TestBadInputExitsWithTwo(t *testing.T) {
 	for name, tc := range map[string]struct {
 		env  env
