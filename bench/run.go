@@ -62,6 +62,18 @@ func Execute(ctx context.Context, cfg Config, systems []System, sources []Source
 	return ctx.Err()
 }
 
+// ExitCode returns a command's exit code for Execute's error: 0 for none,
+// 2 for bad options (ErrInvalidOption), 1 for anything else.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrInvalidOption):
+		return 2
+	}
+	return 1
+}
+
 // keep returns the systems and sources named in names, all of them when
 // names is empty.
 func keep(names []string, systems []System, sources []Source) ([]System, []Source, error) {

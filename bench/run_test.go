@@ -194,3 +194,9 @@ func TestExecuteFailsWhenACaseFails(t *testing.T) {
 	assert.ErrorIs(t, err, bench.ErrFailed)
 	assert.Contains(t, stdout.String(), "FAILED: granary concurrency/sequential/background: warm-up")
 }
+
+func TestExitCodes(t *testing.T) {
+	assert.Equal(t, 0, bench.ExitCode(nil))
+	assert.Equal(t, 2, bench.ExitCode(fmt.Errorf("wrapped: %w", bench.ErrInvalidOption)))
+	assert.Equal(t, 1, bench.ExitCode(bench.ErrFailed))
+}

@@ -76,15 +76,10 @@ func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bo
 		return 2
 	}
 	err = errors.Join(bench.Execute(ctx, cfg, systems, sources, stdout, stderr), stopProfiles())
-	switch {
-	case errors.Is(err, bench.ErrInvalidOption):
+	if err != nil {
 		fmt.Fprintln(stderr, "granary-bench:", err)
-		return 2
-	case err != nil:
-		fmt.Fprintln(stderr, "granary-bench:", err)
-		return 1
 	}
-	return 0
+	return bench.ExitCode(err)
 }
 
 // startProfiles starts the CPU profile when cpu names a file, and returns

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,13 +33,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return 2
 	}
 	err := bench.Execute(ctx, cfg, []bench.System{newSystem()}, nil, stdout, stderr)
-	switch {
-	case errors.Is(err, bench.ErrInvalidOption):
+	if err != nil {
 		fmt.Fprintln(stderr, "gubernator:", err)
-		return 2
-	case err != nil:
-		fmt.Fprintln(stderr, "gubernator:", err)
-		return 1
 	}
-	return 0
+	return bench.ExitCode(err)
 }

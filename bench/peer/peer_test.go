@@ -121,3 +121,12 @@ func TestFindGubernatorModuleLooksUpFromADirectory(t *testing.T) {
 	assert.Equal(t, module, peer.FindGubernatorModule(deep))
 	assert.Equal(t, "", peer.FindGubernatorModule(t.TempDir()))
 }
+
+func TestRedisRateWhoseServerExitsFailsAtOnce(t *testing.T) {
+	r := peer.NewRedisRate("false") // a "server" that exits at once
+	err := r.Start(t.Context())
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, bench.ErrUnavailable)
+	assert.Contains(t, err.Error(), "redis-server exited")
+	assert.NoError(t, r.Stop(t.Context()))
+}

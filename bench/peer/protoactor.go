@@ -88,21 +88,11 @@ func newProtoMember(agent *test.InMemAgent, kinds ...*cluster.Kind) *cluster.Clu
 
 // awaitHost polls until a grain request from the caller succeeds.
 func (p *ProtoActor) awaitHost(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, protoTimeout)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := p.request("warm-up")
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("peer: protoactor member 1 never answered: %w", err)
-		case <-tick.C:
-		}
+	err := poll(ctx, protoTimeout, func(context.Context) error { return p.request("warm-up") })
+	if err != nil {
+		return fmt.Errorf("peer: protoactor member 1 never answered: %w", err)
 	}
+	return nil
 }
 
 func (p *ProtoActor) request(identity string) error {

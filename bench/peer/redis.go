@@ -97,24 +97,19 @@ func (r *RedisRate) Start(ctx context.Context) error {
 
 // awaitServer polls the server until it answers, exits or takes too long.
 func (r *RedisRate) awaitServer(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, redisStartTimeout)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := r.client.Ping(ctx).Err()
-		if err == nil {
-			return nil
-		}
+	err := poll(ctx, redisStartTimeout, func(ctx context.Context) error {
 		select {
 		case werr := <-r.exited:
 			r.exited <- werr // for Stop
-			return fmt.Errorf("peer: redis-server exited (%v): %s", werr, r.output.String())
-		case <-ctx.Done():
-			return fmt.Errorf("peer: redis-server did not answer: %w (%s)", err, r.output.String())
-		case <-tick.C:
+			return fmt.Errorf("%w: redis-server exited (%v)", errGaveUp, werr)
+		default:
 		}
+		return r.client.Ping(ctx).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("peer: redis-server did not answer: %w (%s)", err, r.output.String())
 	}
+	return nil
 }
 
 // Prepare returns the case's workload, with keys of its own.
