@@ -33,9 +33,9 @@
 // failures beside it, prints a table with each granary figure as a ratio to
 // each peer figure of the same run, and reports progress on stderr. Check
 // verifies a document: every field of every repetition, every operation
-// successful, placement verified where it applies. Summarize reads the
-// reports of a revision comparison (bench/compare.sh) and gives the medians
-// of every case from all samples.
+// successful, placement verified where it applies. LoadSides and
+// WriteComparison read the reports of a revision comparison
+// (bench/compare.sh) and give the medians of every case from all samples.
 //
 // Config.Bind registers the harness's flags, each mirrored by an
 // environment variable (RATE_LIMIT_PERFORMANCE_ALGORITHM,

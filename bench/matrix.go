@@ -85,8 +85,10 @@ func (s Scenario) Releases() bool { return s != Abandoned }
 
 // Case is one cell of the matrix as one system measures it.
 type Case struct {
+	// Algorithm is what the system limits with.
 	Algorithm Algorithm
-	Scenario  Scenario
+	// Scenario is how the workers share keys.
+	Scenario Scenario
 	// Cancellable selects the overload: false passes context.Background()
 	// to every operation, true one cancellable context per case, never
 	// cancelled while it runs.
@@ -108,8 +110,10 @@ func overloadName(cancellable bool) string {
 
 // Matrix is the selection of the matrix a run measures.
 type Matrix struct {
+	// Algorithms lists the algorithms measured.
 	Algorithms []Algorithm
-	Scenarios  []Scenario
+	// Scenarios lists the scenarios measured.
+	Scenarios []Scenario
 	// Overloads lists the Cancellable values measured.
 	Overloads []bool
 }

@@ -15,37 +15,60 @@ import (
 // Result is one measured repetition of one case by one system: a row of
 // the report.
 type Result struct {
-	System      string    `json:"system"`
-	Algorithm   Algorithm `json:"algorithm"`
-	Scenario    Scenario  `json:"scenario"`
-	Cancellable bool      `json:"cancellable"`
-	Repetition  int       `json:"repetition"`
-	Operations  int       `json:"operations"`
+	// System is the measured system: Granary or a peer's name.
+	System string `json:"system"`
+	// Algorithm is the case's algorithm (a peer's own).
+	Algorithm Algorithm `json:"algorithm"`
+	// Scenario is the case's scenario.
+	Scenario Scenario `json:"scenario"`
+	// Cancellable is the case's overload: true for a cancellable caller
+	// context.
+	Cancellable bool `json:"cancellable"`
+	// Repetition numbers the measured repetitions of the case from 1.
+	Repetition int `json:"repetition"`
+	// Operations is the number of operations measured.
+	Operations int `json:"operations"`
 	// SuccessfulOperations counts the operations that succeeded: all of
 	// them, or the case fails.
-	SuccessfulOperations int     `json:"successful_operations"`
-	Workers              int     `json:"workers"`
-	Keys                 int     `json:"keys"`
-	OpsPerSecond         float64 `json:"ops_per_second"`
-	P50Ms                float64 `json:"p50_ms"`
-	P95Ms                float64 `json:"p95_ms"`
-	P99Ms                float64 `json:"p99_ms"`
-	// AllocatedBytesPerOp and MallocsPerOp are the whole process's heap
-	// allocation during the repetition, per operation.
+	SuccessfulOperations int `json:"successful_operations"`
+	// Workers is the number of goroutines that ran the operations.
+	Workers int `json:"workers"`
+	// Keys is the number of keys they shared.
+	Keys int `json:"keys"`
+	// OpsPerSecond is Operations over the wall time from the workers'
+	// common start to the last one's end.
+	OpsPerSecond float64 `json:"ops_per_second"`
+	// P50Ms is the median latency of one operation, in milliseconds.
+	P50Ms float64 `json:"p50_ms"`
+	// P95Ms is the 95th percentile of the latency.
+	P95Ms float64 `json:"p95_ms"`
+	// P99Ms is the 99th percentile of the latency.
+	P99Ms float64 `json:"p99_ms"`
+	// AllocatedBytesPerOp is the whole process's heap allocation during
+	// the repetition, in bytes per operation.
 	AllocatedBytesPerOp float64 `json:"allocated_bytes_per_op"`
-	MallocsPerOp        float64 `json:"mallocs_per_op"`
-	// RetainedBytesDelta is the live heap after a full collection at the
+	// MallocsPerOp is the whole process's count of heap allocations
+	// during the repetition, per operation.
+	MallocsPerOp float64 `json:"mallocs_per_op"`
+	// RetainedBytesDelta is the live heap after full collections at the
 	// repetition's end minus the same before it.
-	RetainedBytesDelta int64  `json:"retained_bytes_delta"`
-	GCCycles           uint64 `json:"gc_cycles"`
-	Topology           string `json:"topology"`
+	RetainedBytesDelta int64 `json:"retained_bytes_delta"`
+	// GCCycles counts the collections during the repetition.
+	GCCycles uint64 `json:"gc_cycles"`
+	// Topology describes where the measured calls went.
+	Topology string `json:"topology"`
 	// PlacementVerified is true when the measured grains' placement was
 	// checked before and after the repetition.
-	PlacementVerified bool   `json:"placement_verified"`
-	WarmWorkload      bool   `json:"warm_workload"`
-	GoVersion         string `json:"go_version"`
-	GOMAXPROCS        int    `json:"gomaxprocs"`
-	Revision          string `json:"revision"`
+	PlacementVerified bool `json:"placement_verified"`
+	// WarmWorkload is true when an unmeasured full repetition preceded
+	// the measured ones.
+	WarmWorkload bool `json:"warm_workload"`
+	// GoVersion is the runtime's version.
+	GoVersion string `json:"go_version"`
+	// GOMAXPROCS is the runtime's GOMAXPROCS.
+	GOMAXPROCS int `json:"gomaxprocs"`
+	// Revision is the revision measured.
+	Revision string `json:"revision"`
 }
 
 // Case returns the case the row measures.

@@ -156,6 +156,7 @@ func joinNames[T ~string](names []T) string {
 
 // Config is a run of the harness as its command line describes it.
 type Config struct {
+	// Options are what is measured and how much.
 	Options Options
 	// Peers adds the peers to the systems measured.
 	Peers bool

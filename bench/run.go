@@ -19,8 +19,11 @@ var ErrFailed = errors.New("bench: run failed")
 // Report is the harness's output: one document with a row per measured
 // repetition, notes (systems skipped and why) and failures.
 type Report struct {
-	Results  []Result `json:"results"`
-	Notes    []string `json:"notes,omitempty"`
+	// Results has one row per measured repetition.
+	Results []Result `json:"results"`
+	// Notes say which systems were skipped, and why.
+	Notes []string `json:"notes,omitempty"`
+	// Failures say which cases or systems failed, and why.
 	Failures []string `json:"failures,omitempty"`
 }
 

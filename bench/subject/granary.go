@@ -17,8 +17,9 @@ type Topology interface {
 	// Describe says what the topology is, for every row of the report.
 	Describe() string
 	// Start brings the silos and the client up, with the rate-limiting
-	// grains registered; Stop tears them down and is safe to call twice.
+	// grains registered.
 	Start(ctx context.Context) error
+	// Stop tears down what Start built; it is safe to call twice.
 	Stop(ctx context.Context) error
 	// Caller is what the measured holders call through.
 	Caller() proxy.Caller
