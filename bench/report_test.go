@@ -123,6 +123,16 @@ func TestTableGivesMediansAndRatiosToEachPeer(t *testing.T) {
 	assert.Contains(t, text, "note: gubernator skipped: not built")
 }
 
+func TestTableListsEachSystemsCasesTogether(t *testing.T) {
+	hotNoneSeq := bench.Case{Algorithm: bench.NoAlgorithm, Scenario: bench.Sequential}
+	seqFixed := bench.Case{Algorithm: bench.FixedWindow, Scenario: bench.Sequential}
+	rep := bench.Report{Results: concat(rows(bench.Granary, seqFixed, 1), rows("transport-echo", hotNoneSeq, 1),
+		rows(bench.Granary, hotFixed, 1), rows("transport-echo", hotNone, 1))}
+	var out bytes.Buffer
+	require.NoError(t, rep.WriteTable(&out))
+	assert.Regexp(t, `(?s)granary.*sequential.*granary.*hot-key.*transport-echo.*sequential.*transport-echo.*hot-key`, out.String())
+}
+
 func TestTableHasNoRatiosWithoutPeers(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, (&bench.Report{Results: rows(bench.Granary, hotFixed, 1)}).WriteTable(&out))

@@ -113,27 +113,41 @@ func writeReport(path string, r *Report, stdout io.Writer) error {
 	return os.WriteFile(path, data, 0o644)
 }
 
-// Run measures every case of every system in order, then runs the sources,
-// and returns the report. opts must have its defaults ensured and be
-// valid, with the revision filled in. A system that cannot start is a
-// failure, or a note when it is unavailable on this machine; a case that
-// fails is a failure, and the run goes on.
+// Run starts every system, then measures the cases scenario by scenario
+// and overload by overload: within each, granary's cases, then each
+// peer's, then each source's, so that the figures a ratio divides are
+// taken minutes apart at most, not the length of the run. It stops the
+// systems at the end and returns the report. opts must have its defaults
+// ensured and be valid, with the revision filled in. A system that cannot
+// start is a failure, or a note when it is unavailable on this machine; a
+// case that fails is a failure, and the run goes on.
 func Run(ctx context.Context, opts Options, systems []System, sources []Source, progress io.Writer) *Report {
 	r := &runner{opts: opts, progress: progress, meter: newMeter(), report: &Report{Results: []Result{}}}
-	for _, s := range systems {
-		r.total += len(s.Cases(opts.Matrix()))
-	}
-	for _, s := range systems {
-		if ctx.Err() != nil {
-			break
+	running := r.start(ctx, systems)
+	defer r.stop(ctx, running)
+	defer r.closeSources(ctx, sources)
+	unavailable := make(map[Source]bool)
+	for _, scenario := range opts.Scenarios {
+		for _, cancellable := range opts.Overloads {
+			for _, sys := range running {
+				for _, c := range sys.cases {
+					if c.Scenario != scenario || c.Cancellable != cancellable || ctx.Err() != nil {
+						continue
+					}
+					r.done++
+					if err := r.measureCase(ctx, sys.System, c); err != nil {
+						r.fail("%s %s: %v", sys.Name(), c, err)
+					}
+				}
+			}
+			group := opts
+			group.Scenarios, group.Overloads = []Scenario{scenario}, []bool{cancellable}
+			for _, src := range sources {
+				if !unavailable[src] && ctx.Err() == nil {
+					unavailable[src] = r.source(ctx, src, group)
+				}
+			}
 		}
-		r.system(ctx, s)
-	}
-	for _, s := range sources {
-		if ctx.Err() != nil {
-			break
-		}
-		r.source(ctx, s)
 	}
 	if err := ctx.Err(); err != nil {
 		r.fail("run stopped: %v", err)
@@ -146,8 +160,14 @@ type runner struct {
 	progress io.Writer
 	meter    *meter
 	report   *Report
-	total    int // cases of all systems
+	total    int // cases of the running systems
 	done     int // cases started
+}
+
+// runningSystem is a started system and the cases it measures.
+type runningSystem struct {
+	System
+	cases []Case
 }
 
 func (r *runner) note(format string, args ...any) {
@@ -162,50 +182,63 @@ func (r *runner) fail(format string, args ...any) {
 	fmt.Fprintln(r.progress, "bench: FAILED:", msg)
 }
 
-func (r *runner) system(ctx context.Context, s System) {
-	cases := s.Cases(r.opts.Matrix())
-	if len(cases) == 0 {
-		return
+// start starts the systems that measure any case of the run and returns
+// those that started.
+func (r *runner) start(ctx context.Context, systems []System) []runningSystem {
+	var running []runningSystem
+	for _, s := range systems {
+		cases := s.Cases(r.opts.Matrix())
+		if len(cases) == 0 || ctx.Err() != nil {
+			continue
+		}
+		if err := s.Start(ctx); err != nil {
+			if errors.Is(err, ErrUnavailable) {
+				r.note("%s skipped: %v", s.Name(), err)
+			} else {
+				r.fail("%s: start: %v", s.Name(), err)
+			}
+			r.stop(ctx, []runningSystem{{System: s}})
+			continue
+		}
+		running = append(running, runningSystem{System: s, cases: cases})
+		r.total += len(cases)
 	}
-	stop := func() {
+	return running
+}
+
+// stop stops the systems, last started first.
+func (r *runner) stop(ctx context.Context, running []runningSystem) {
+	for _, s := range slices.Backward(running) {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-		defer cancel()
 		if err := s.Stop(stopCtx); err != nil {
 			r.fail("%s: stop: %v", s.Name(), err)
 		}
-	}
-	if err := s.Start(ctx); err != nil {
-		r.done += len(cases)
-		if errors.Is(err, ErrUnavailable) {
-			r.note("%s skipped: %v", s.Name(), err)
-		} else {
-			r.fail("%s: start: %v", s.Name(), err)
-		}
-		stop()
-		return
-	}
-	defer stop()
-	for _, c := range cases {
-		if ctx.Err() != nil {
-			return
-		}
-		r.done++
-		if err := r.measureCase(ctx, s, c); err != nil {
-			r.fail("%s %s: %v", s.Name(), c, err)
-		}
+		cancel()
 	}
 }
 
-func (r *runner) source(ctx context.Context, s Source) {
-	fmt.Fprintf(r.progress, "bench: %s measures in a process of its own\n", s.Name())
-	rep, err := s.Measure(ctx, r.opts, r.progress)
+func (r *runner) closeSources(ctx context.Context, sources []Source) {
+	for _, s := range sources {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+		if err := s.Close(closeCtx); err != nil {
+			r.fail("%s: close: %v", s.Name(), err)
+		}
+		cancel()
+	}
+}
+
+// source runs one group of a source's cases and reports whether the
+// source is unavailable.
+func (r *runner) source(ctx context.Context, s Source, group Options) (unavailable bool) {
+	fmt.Fprintf(r.progress, "bench: %s measures %s/%s in a process of its own\n", s.Name(), group.Scenarios[0], overloadName(group.Overloads[0]))
+	rep, err := s.Measure(ctx, group, r.progress)
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		r.note("%s skipped: %v", s.Name(), err)
-		return
+		return true
 	case err != nil:
 		r.fail("%s: %v", s.Name(), err)
-		return
+		return false
 	}
 	r.report.Results = append(r.report.Results, rep.Results...)
 	for _, n := range rep.Notes {
@@ -214,6 +247,7 @@ func (r *runner) source(ctx context.Context, s Source) {
 	for _, f := range rep.Failures {
 		r.fail("%s: %s", s.Name(), f)
 	}
+	return false
 }
 
 // measureCase prepares c on s, checks placement, warms up and measures the

@@ -128,16 +128,18 @@ func TestProgressNamesEveryRepetition(t *testing.T) {
 
 // fakeSource hands back a report as a process of its own would.
 type fakeSource struct {
-	rep  *bench.Report
-	err  error
-	opts bench.Options
+	rep    *bench.Report
+	err    error
+	calls  []bench.Options
+	closed int
 }
 
 func (s *fakeSource) Name() string { return "outside" }
 func (s *fakeSource) Measure(_ context.Context, o bench.Options, _ io.Writer) (*bench.Report, error) {
-	s.opts = o
+	s.calls = append(s.calls, o)
 	return s.rep, s.err
 }
+func (s *fakeSource) Close(context.Context) error { s.closed++; return nil }
 
 func TestSourcesRowsNotesAndFailuresJoinTheReport(t *testing.T) {
 	o := small()
@@ -147,11 +149,39 @@ func TestSourcesRowsNotesAndFailuresJoinTheReport(t *testing.T) {
 		Notes:    []string{"a note"},
 		Failures: []string{"a failure"},
 	}}
-	rep := bench.Run(t.Context(), o, nil, []bench.Source{src, &fakeSource{err: fmt.Errorf("%w: not built", bench.ErrUnavailable)}}, io.Discard)
-	assert.Len(t, rep.Results, 1)
-	assert.Equal(t, []string{"outside: a note", "outside skipped: bench: system unavailable: not built"}, rep.Notes)
-	assert.Equal(t, []string{"outside: a failure"}, rep.Failures)
-	assert.Equal(t, o, src.opts, "the source measures the run's options")
+	missing := &fakeSource{err: fmt.Errorf("%w: not built", bench.ErrUnavailable)}
+	rep := bench.Run(t.Context(), o, nil, []bench.Source{src, missing}, io.Discard)
+	assert.Len(t, rep.Results, 2, "once per overload")
+	assert.Equal(t, []string{"outside: a note", "outside skipped: bench: system unavailable: not built", "outside: a note"}, rep.Notes)
+	assert.Equal(t, []string{"outside: a failure", "outside: a failure"}, rep.Failures)
+	require.Len(t, src.calls, 2)
+	for i, cancellable := range []bool{false, true} {
+		want := o
+		want.Overloads = []bool{cancellable}
+		assert.Equal(t, want, src.calls[i], "the source measures one scenario and overload at a time")
+	}
+	assert.Len(t, missing.calls, 1, "an unavailable source is not asked again")
+	assert.Equal(t, 1, src.closed)
+	assert.Equal(t, 1, missing.closed)
+}
+
+func TestSystemsTakeTurnsScenarioByScenario(t *testing.T) {
+	o := small()
+	o.Algorithms = []bench.Algorithm{bench.TokenBucket}
+	o.Scenarios = []bench.Scenario{bench.Sequential, bench.HotKey}
+	o.Overloads = []bool{false}
+	a, b := newFake(bench.Granary), newFake("peer")
+	rep := bench.Run(t.Context(), o, []bench.System{a, b}, nil, io.Discard)
+	require.Empty(t, rep.Failures)
+	var order []string
+	for _, r := range rep.Results {
+		if r.Repetition == 1 {
+			order = append(order, r.System+" "+string(r.Scenario))
+		}
+	}
+	assert.Equal(t, []string{"granary sequential", "peer sequential", "granary hot-key", "peer hot-key"}, order)
+	assert.Equal(t, 1, a.stopped)
+	assert.Equal(t, 1, b.stopped)
 }
 
 func TestExecuteWritesTheReportAndTheTable(t *testing.T) {

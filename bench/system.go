@@ -61,6 +61,9 @@ type Source interface {
 	Name() string
 	// Measure runs the cases of opts the source applies to and returns
 	// the report of its rows. progress receives the process's progress
-	// lines.
+	// lines. The harness calls it once per scenario and overload.
 	Measure(ctx context.Context, opts Options, progress io.Writer) (*Report, error)
+	// Close releases what Measure kept between calls (a built binary).
+	// It is safe to call twice.
+	Close(ctx context.Context) error
 }

@@ -41,6 +41,22 @@ func groupRows(rows []Result) []*group {
 	return groups
 }
 
+// bySystem orders groups by system, each system where it first appears,
+// keeping the order of each system's cases: the run interleaves systems.
+func bySystem(groups []*group) []*group {
+	var systems []string
+	for _, g := range groups {
+		if !slices.Contains(systems, g.key.System) {
+			systems = append(systems, g.key.System)
+		}
+	}
+	sorted := slices.Clone(groups)
+	slices.SortStableFunc(sorted, func(a, b *group) int {
+		return slices.Index(systems, a.key.System) - slices.Index(systems, b.key.System)
+	})
+	return sorted
+}
+
 // median returns the median of what f takes from each row (the mean of the
 // middle two for an even count).
 func median(rows []Result, f func(*Result) float64) float64 {
@@ -70,7 +86,7 @@ func retained(r *Result) float64     { return float64(r.RetainedBytesDelta) }
 // repetitions, then each granary figure as a ratio to each peer figure of
 // the same run, then the notes and failures.
 func (rep *Report) WriteTable(w io.Writer) error {
-	groups := groupRows(rep.Results)
+	groups := bySystem(groupRows(rep.Results))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "system\talgorithm\tscenario\tcontext\treps\tops/s\tp50 µs\tp99 µs\tB/op\tallocs/op\tretained B\t")
 	for _, g := range groups {

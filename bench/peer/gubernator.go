@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,7 @@ const GubernatorModule = "bench/gubernator"
 type Gubernator struct {
 	binary string // a built binary, or ""
 	module string // the module to build it from, or ""
+	built  string // the directory of the binary Measure built, removed by Close
 }
 
 var _ bench.Source = (*Gubernator)(nil)
@@ -39,28 +41,16 @@ func NewGubernator(binary, module string) *Gubernator {
 // Name returns "gubernator".
 func (g *Gubernator) Name() string { return "gubernator" }
 
-// Measure runs the gubernator binary on opts and returns its report.
+// Measure runs the gubernator binary on opts and returns its report. The
+// first call builds the binary when NewGubernator was given none.
 func (g *Gubernator) Measure(ctx context.Context, opts bench.Options, progress io.Writer) (*bench.Report, error) {
-	binary := g.binary
-	if binary == "" {
-		if g.module == "" {
-			return nil, fmt.Errorf("%w: no binary given (--gubernator) and no %s module found", bench.ErrUnavailable, GubernatorModule)
-		}
-		dir, err := os.MkdirTemp("", "granary-bench-gubernator-")
-		if err != nil {
+	if g.binary == "" {
+		if err := g.build(ctx, progress); err != nil {
 			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		binary = filepath.Join(dir, "gubernator-bench")
-		fmt.Fprintf(progress, "bench: building the gubernator peer in %s\n", g.module)
-		build := exec.CommandContext(ctx, "go", "build", "-o", binary, ".")
-		build.Dir, build.Stdout, build.Stderr = g.module, progress, progress
-		if err := build.Run(); err != nil {
-			return nil, fmt.Errorf("peer: build the gubernator peer: %w", err)
 		}
 	}
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, binary, append(opts.Args(), "--output=-", "--systems="+g.Name())...)
+	cmd := exec.CommandContext(ctx, g.binary, append(opts.Args(), "--output=-", "--systems="+g.Name())...)
 	cmd.Stdout, cmd.Stderr = &out, progress
 	runErr := cmd.Run()
 	var rep bench.Report
@@ -73,10 +63,44 @@ func (g *Gubernator) Measure(ctx context.Context, opts bench.Options, progress i
 	return &rep, nil
 }
 
+// build builds the binary from the module into a directory of its own.
+func (g *Gubernator) build(ctx context.Context, progress io.Writer) error {
+	if g.module == "" {
+		return fmt.Errorf("%w: no binary given (--gubernator) and no %s module found", bench.ErrUnavailable, GubernatorModule)
+	}
+	dir, err := os.MkdirTemp("", "granary-bench-gubernator-")
+	if err != nil {
+		return err
+	}
+	binary := filepath.Join(dir, "gubernator-bench")
+	fmt.Fprintf(progress, "bench: building the gubernator peer in %s\n", g.module)
+	build := exec.CommandContext(ctx, "go", "build", "-o", binary, ".")
+	build.Dir, build.Stdout, build.Stderr = g.module, progress, progress
+	if err := build.Run(); err != nil {
+		return errors.Join(fmt.Errorf("peer: build the gubernator peer: %w", err), os.RemoveAll(dir))
+	}
+	g.binary, g.built = binary, dir
+	return nil
+}
+
+// Close removes the binary Measure built, if it built one.
+func (g *Gubernator) Close(context.Context) error {
+	if g.built == "" {
+		return nil
+	}
+	err := os.RemoveAll(g.built)
+	g.binary, g.built = "", ""
+	return err
+}
+
 // FindGubernatorModule returns the gubernator peer's module directory in
 // the repository around dir (dir or one of its parents holds
 // bench/gubernator/go.mod), or "".
 func FindGubernatorModule(dir string) string {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
 	for {
 		candidate := filepath.Join(dir, filepath.FromSlash(GubernatorModule))
 		if _, err := os.Stat(filepath.Join(candidate, "go.mod")); err == nil {

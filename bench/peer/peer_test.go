@@ -1,11 +1,13 @@
 package peer_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,8 +91,12 @@ func TestGubernatorRunsItsBinaryAndReadsItsReport(t *testing.T) {
 	require.NoError(t, err)
 	o := quick()
 	o.Scenarios = []bench.Scenario{bench.HotKey}
-	rep, err := peer.NewGubernator(self, "").Measure(t.Context(), o, io.Discard)
+	g := peer.NewGubernator(self, "")
+	rep, err := g.Measure(t.Context(), o, io.Discard)
 	require.NoError(t, err)
+	require.NoError(t, g.Close(t.Context()))
+	_, err = os.Stat(self)
+	require.NoError(t, err, "Close removes only a binary it built")
 	require.Len(t, rep.Results, o.Repetitions, "hot-key, the peer's one overload")
 	for _, r := range rep.Results {
 		assert.Equal(t, "gubernator", r.System)
@@ -98,6 +104,30 @@ func TestGubernatorRunsItsBinaryAndReadsItsReport(t *testing.T) {
 		assert.Equal(t, o.Operations, r.Operations, "the options reach the process")
 		assert.Equal(t, "test", r.Revision, "so does the revision")
 	}
+}
+
+func TestGubernatorBuildsItsBinaryOnceAndCloseRemovesIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gubernator module")
+	}
+	t.Setenv("GOPROXY", "off") // from the module cache only: no network in tests
+	module := peer.FindGubernatorModule(".")
+	require.NotEmpty(t, module)
+	if _, err := exec.Command("go", "-C", module, "list", "-m", "github.com/gubernator-io/gubernator/v2").Output(); err != nil {
+		t.Skip("the gubernator module's dependencies are not in the module cache")
+	}
+	g := peer.NewGubernator("", module)
+	o := quick()
+	o.Scenarios, o.Overloads = []bench.Scenario{bench.Abandoned}, []bool{false} // a scenario gubernator has not: no cases
+	var progress bytes.Buffer
+	for range 2 {
+		rep, err := g.Measure(t.Context(), o, &progress)
+		require.NoError(t, err)
+		assert.Empty(t, rep.Results)
+	}
+	assert.Equal(t, 1, strings.Count(progress.String(), "building the gubernator peer"))
+	require.NoError(t, g.Close(t.Context()))
+	require.NoError(t, g.Close(t.Context()), "Close twice")
 }
 
 func TestGubernatorWithNeitherBinaryNorModuleIsUnavailable(t *testing.T) {

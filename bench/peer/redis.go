@@ -75,6 +75,8 @@ func (r *RedisRate) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// go-redis logs its dial retries; the harness reports what matters.
+	redis.SetLogger(quietRedis{})
 	r.output = &lockedBuffer{}
 	r.cmd = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
@@ -197,3 +199,8 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// quietRedis is go-redis's logger for the harness: it drops everything.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
