@@ -1,0 +1,53 @@
+package bench_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// goList runs the go command from the repository's root, offline.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=readonly", "GOWORK=off")
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list %v", args)
+	return strings.Fields(string(out))
+}
+
+// What only the benchmark needs stays under bench/: no framework package
+// (everything but bench/... and the harness's command) imports a peer's
+// library or the harness, and gubernator is not even in the root module's
+// go.mod.
+func TestFrameworkPackagesImportNoBenchmarkDependency(t *testing.T) {
+	var framework []string
+	for _, p := range goList(t, "./...") {
+		if !strings.HasPrefix(p, "github.com/granary-go/granary/bench") && p != "github.com/granary-go/granary/cmd/granary-bench" {
+			framework = append(framework, p)
+		}
+	}
+	require.Contains(t, framework, "github.com/granary-go/granary/cmd/granary")
+	forbidden := []string{
+		"github.com/granary-go/granary/bench",
+		"github.com/asynkron/protoactor-go/cluster",
+		"github.com/asynkron/protoactor-go/remote",
+		"github.com/go-redis/redis_rate/",
+		"github.com/gubernator-io/",
+	}
+	for _, dep := range goList(t, append([]string{"-deps"}, framework...)...) {
+		for _, f := range forbidden {
+			assert.False(t, strings.HasPrefix(dep, f), "a framework package imports %s", dep)
+		}
+	}
+	for _, f := range []string{"../go.mod", "../go.sum"} {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.NotContains(t, string(data), "github.com/gubernator-io/", "gubernator reaches %s", f)
+	}
+}

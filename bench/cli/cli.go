@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+
+	"github.com/granary-go/granary/bench"
+	"github.com/granary-go/granary/bench/peer"
+	"github.com/granary-go/granary/bench/subject"
+)
+
+// Environment variables of the command's own flags, beside bench's.
+const (
+	EnvGubernator  = "RATE_LIMIT_PERFORMANCE_GUBERNATOR"
+	EnvRedisServer = "RATE_LIMIT_PERFORMANCE_REDIS_SERVER"
+	EnvCPUProfile  = "RATE_LIMIT_PERFORMANCE_CPUPROFILE"
+	EnvMemProfile  = "RATE_LIMIT_PERFORMANCE_MEMPROFILE"
+)
+
+// Main runs granary-bench with args (without the program's name) and
+// returns its exit code: 0 when every case succeeded, 1 when one failed,
+// 2 for bad flags or environment.
+func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("granary-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg                    bench.Config
+		gubernator             string
+		redisServer            = peer.DefaultRedisServer
+		cpuProfile, memProfile string
+	)
+	err := errors.Join(
+		cfg.Bind(fs, lookupEnv),
+		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&gubernator), "gubernator", EnvGubernator,
+			"the gubernator peer's binary (default: built from "+peer.GubernatorModule+" when found)"),
+		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&redisServer), "redis-server", EnvRedisServer,
+			"the redis-server binary the redis_rate peer runs"),
+		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&cpuProfile), "cpuprofile", EnvCPUProfile,
+			"write a CPU profile of the whole run to this file"),
+		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&memProfile), "memprofile", EnvMemProfile,
+			"write an allocation profile of the whole run to this file"),
+	)
+	if err != nil {
+		fmt.Fprintln(stderr, "granary-bench:", err)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "granary-bench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	// The stand-in topology until the testcluster fixture exists: see
+	// package subject.
+	systems := []bench.System{subject.New(subject.NewStandIn())}
+	var sources []bench.Source
+	if cfg.Peers {
+		systems = append(systems, peer.NewEcho(), peer.NewProtoActor(), peer.XRate{}, peer.NewRedisRate(redisServer))
+		module := ""
+		if gubernator == "" {
+			if wd, err := os.Getwd(); err == nil {
+				module = peer.FindGubernatorModule(wd)
+			}
+		}
+		sources = append(sources, peer.NewGubernator(gubernator, module))
+	}
+	stopProfiles, err := startProfiles(cpuProfile, memProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, "granary-bench:", err)
+		return 2
+	}
+	err = errors.Join(bench.Execute(ctx, cfg, systems, sources, stdout, stderr), stopProfiles())
+	if err != nil {
+		fmt.Fprintln(stderr, "granary-bench:", err)
+	}
+	return bench.ExitCode(err)
+}
+
+// startProfiles starts the CPU profile when cpu names a file, and returns
+// what stops it and writes the allocation profile when mem names one.
+func startProfiles(cpu, mem string) (stop func() error, err error) {
+	var cpuFile *os.File
+	if cpu != "" {
+		if cpuFile, err = os.Create(cpu); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(cpuFile); err != nil {
+			return nil, errors.Join(err, cpuFile.Close())
+		}
+	}
+	return func() error {
+		var errs []error
+		if cpuFile != nil {
+			pprof.StopCPUProfile()
+			errs = append(errs, cpuFile.Close())
+		}
+		if mem != "" {
+			f, err := os.Create(mem)
+			if err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+			errs = append(errs, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		return errors.Join(errs...)
+	}, nil
+}

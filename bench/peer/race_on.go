@@ -1,0 +1,6 @@
+//go:build race
+
+package peer
+
+// raceDetector reports whether the race detector is built in.
+const raceDetector = true
