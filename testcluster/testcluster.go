@@ -27,7 +27,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/granary-go/granary/actor"
@@ -73,7 +72,7 @@ type Options struct {
 
 // Cluster is a running test cluster.
 type Cluster struct {
-	t     testing.TB
+	t     TB
 	opts  Options
 	store persistence.Store
 
@@ -91,8 +90,17 @@ type member struct {
 	store *killableStore
 }
 
+// TB is what the kit needs of a test: *testing.T and *testing.B are TBs,
+// and a program (a benchmark harness) can supply its own.
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(fn func())
+}
+
 // New starts a cluster and stops it when the test ends.
-func New(t testing.TB, opts Options) *Cluster {
+func New(t TB, opts Options) *Cluster {
 	t.Helper()
 	if opts.Silos <= 0 {
 		opts.Silos = DefaultSilos

@@ -56,9 +56,7 @@ func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bo
 		fmt.Fprintf(stderr, "granary-bench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	// The stand-in topology until the testcluster fixture exists: see
-	// package subject.
-	systems := []bench.System{subject.New(subject.NewStandIn())}
+	systems := []bench.System{subject.New(subject.NewCluster())}
 	var sources []bench.Source
 	if cfg.Peers {
 		systems = append(systems, peer.NewEcho(), peer.NewProtoActor(), peer.XRate{}, peer.NewRedisRate(redisServer))

@@ -2,12 +2,10 @@
 // rate-limiting grains, driven through ratelimit's holders exactly as a
 // user drives them, on a Topology.
 //
-// The measured topology of bench.md is two silos in one process over
-// loopback (the testcluster fixture), only silo 0 a gateway, every measured
-// grain placed on silo 0 with a placement hint. Until that fixture exists,
-// StandIn runs the same measurement on ONE silo with a client through its
-// gateway, and says so in every row's topology. Swapping in the real
-// topology is a new Topology implementation and one line in bench/cli.
+// The measured topology (Cluster) is bench.md's: two silos in one process
+// over loopback (the testcluster fixture), only silo 0 a gateway, every
+// measured grain placed on silo 0 by a placement hint on the call that
+// activates it, which no later call carries.
 //
 // One operation is what the reference harness measures: AcquireAndConfigure
 // for one permit under options bound to the holder (Quota permits, a

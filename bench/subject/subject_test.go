@@ -16,9 +16,9 @@ import (
 	"github.com/granary-go/granary/grains/ratelimit"
 )
 
-func started(t *testing.T) (*subject.StandIn, *subject.Granary) {
+func started(t *testing.T) (*subject.Cluster, *subject.Granary) {
 	t.Helper()
-	topo := subject.NewStandIn()
+	topo := subject.NewCluster()
 	g := subject.New(topo)
 	require.NoError(t, g.Start(t.Context()))
 	t.Cleanup(func() {
@@ -28,7 +28,7 @@ func started(t *testing.T) (*subject.StandIn, *subject.Granary) {
 	return topo, g
 }
 
-func statistics(t *testing.T, topo *subject.StandIn, c bench.Case, key int) ratelimit.Statistics {
+func statistics(t *testing.T, topo *subject.Cluster, c bench.Case, key int) ratelimit.Statistics {
 	t.Helper()
 	var h ratelimit.Limiter
 	name := fmt.Sprintf("bench/%s/%d", c, key)
@@ -76,25 +76,25 @@ func TestAbandonedAcquisitionsKeepTheirPermits(t *testing.T) {
 	assert.EqualValues(t, bench.Quota-10, st.AvailablePermits, "bound options configured the grain: the quota, no replenishment")
 }
 
-func TestEveryCaseOfTheMatrixRunsOnTheStandIn(t *testing.T) {
+func TestEveryCaseOfTheMatrixRunsOnTwoSilos(t *testing.T) {
 	o := bench.Options{Operations: 32, Repetitions: 1, WarmupPerHolder: 1, Revision: "test"}
 	o.EnsureDefaults()
-	rep := bench.Run(t.Context(), o, []bench.System{subject.New(subject.NewStandIn())}, nil, io.Discard)
+	rep := bench.Run(t.Context(), o, []bench.System{subject.New(subject.NewCluster())}, nil, io.Discard)
 	require.Empty(t, rep.Failures)
 	doc, err := json.Marshal(rep)
 	require.NoError(t, err)
 	require.NoError(t, bench.Check(doc, bench.Expectation{Repetitions: 1, Operations: 32, Placement: []string{bench.Granary}}))
 	assert.Len(t, rep.Results, len(o.Matrix().Cases()))
-	assert.Contains(t, rep.Results[0].Topology, "STAND-IN")
+	assert.Contains(t, rep.Results[0].Topology, "two silos")
 }
 
 // elsewhere is a topology whose grains are all found on another silo.
-type elsewhere struct{ *subject.StandIn }
+type elsewhere struct{ *subject.Cluster }
 
 func (elsewhere) SiloOf(context.Context, actor.GrainID) (string, error) { return "silo-1", nil }
 
 func TestAGrainOffItsSiloFailsThePlacementCheck(t *testing.T) {
-	topo := elsewhere{subject.NewStandIn()}
+	topo := elsewhere{subject.NewCluster()}
 	g := subject.New(topo)
 	require.NoError(t, g.Start(t.Context()))
 	defer func() { require.NoError(t, g.Stop(context.Background())) }()
