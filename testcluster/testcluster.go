@@ -93,10 +93,10 @@ type member struct {
 // TB is what the kit needs of a test: *testing.T and *testing.B are TBs,
 // and a program (a benchmark harness) can supply its own.
 type TB interface {
-	Helper()
-	Errorf(format string, args ...any)
-	Fatalf(format string, args ...any)
-	Cleanup(fn func())
+	Helper()                           // marks the caller as a helper
+	Errorf(format string, args ...any) // reports a failure and goes on
+	Fatalf(format string, args ...any) // reports a failure and stops
+	Cleanup(fn func())                 // runs fn when the test ends
 }
 
 // New starts a cluster and stops it when the test ends.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/granary-go/granary/examples/counter"
 	"github.com/granary-go/granary/silo"
@@ -32,21 +31,24 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: granary [flags]\n\n"+
-			"Runs a silo that hosts the example counter grain (examples/counter) on\n"+
-			"the memory store, until Ctrl-C or SIGTERM stops it gracefully.\n\nFlags:\n")
+			"Runs a silo that hosts the example counter grain (examples/counter), alone\n"+
+			"or as a member of a cluster (-silo-address, -seeds), until Ctrl-C or SIGTERM\n"+
+			"stops it gracefully. docs/cluster.md shows how to run three.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	var opts silo.Options
-	fs.StringVar(&opts.GatewayAddress, "gateway", silo.DefaultGatewayAddress, "gateway listen address (host:port; port 0 picks one)")
-	fs.StringVar(&opts.Name, "name", "", "silo name (default hostname-pid)")
-	stopTimeout := fs.Duration("stop-timeout", 30*time.Second, "how long a graceful stop may take")
+	flags, err := defineSiloFlags(fs)
+	if err != nil {
+		return err
+	}
 	storeSpec := storeFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *stopTimeout <= 0 {
-		return fmt.Errorf("-stop-timeout must be positive, got %v", *stopTimeout)
+	opts, err := flags.options()
+	if err != nil {
+		return err
 	}
+	stopTimeout := &flags.stopTimeout
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	store, err := openStore(ctx, *storeSpec, log)
@@ -67,7 +69,16 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "granary silo %s: gateway listening on %s (Ctrl-C to stop)\n", s.Name(), s.GatewayAddr())
+	gateway := "no gateway"
+	if addr := s.GatewayAddr(); addr != nil {
+		gateway = "gateway listening on " + addr.String()
+	}
+	cluster := ""
+	if v, err := s.Members(); err == nil {
+		self, _ := v.Member(s.Name())
+		cluster = fmt.Sprintf(", silo address %s, gossip %s, %d silos in the cluster", self.Address, self.GossipAddress, len(v.Members))
+	}
+	fmt.Fprintf(stdout, "granary silo %s: %s%s (Ctrl-C to stop)\n", s.Name(), gateway, cluster)
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping...")

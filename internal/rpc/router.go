@@ -102,11 +102,11 @@ func (r *Router) located(req *host.Request, silo string, err error) {
 	case silo == "" || silo == r.Self:
 		r.host.Activate(req)
 	default:
-		if req.Hint == "" {
-			// The silo it goes to activates the grain if it has no
-			// activation: the placement made here, not one of its own.
-			req.Hint = silo
-		}
+		// The silo it goes to activates the grain if it has no
+		// activation: the placement made here (which honoured the caller's
+		// hint if it could), not one of its own, so that silos whose views
+		// differ do not pass a new grain along.
+		req.Hint = silo
 		r.Forward(req, silo)
 	}
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/client"
+	"github.com/granary-go/granary/examples/counter"
+	"github.com/granary-go/granary/proxy"
+)
+
+// freeAddr returns a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// process is one silo process of the built binary.
+type process struct {
+	name, gateway string
+	cmd           *exec.Cmd
+	exited        chan error
+}
+
+func startProcess(t *testing.T, bin, name, seed string) (*process, string) {
+	t.Helper()
+	p := &process{name: name, gateway: freeAddr(t), exited: make(chan error, 1)}
+	gossip := freeAddr(t)
+	args := []string{"-name", name, "-gateway", p.gateway, "-silo-address", freeAddr(t), "-gossip", gossip, "-timings", "fast"}
+	if seed != "" {
+		args = append(args, "-seeds", seed)
+	}
+	p.cmd = exec.Command(bin, args...)
+	out, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	lines := bufio.NewScanner(out)
+	go func() {
+		for lines.Scan() {
+		}
+		p.exited <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p, gossip
+}
+
+// retry calls fn until it succeeds, within a while; a failed call must
+// fail clearly and never hang.
+func retry(t *testing.T, what string, fn func(ctx context.Context) error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := fn(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%s: %v", what, err)
+		require.True(t, errors.Is(err, proxy.ErrUnavailable) || errors.Is(err, proxy.ErrTimeout) ||
+			errors.Is(err, context.DeadlineExceeded), "%s failed unclearly: %v", what, err)
+		time.Sleep(20 * time.Millisecond) // a caller's retry
+	}
+}
+
+// Three silo processes of the built binary form a cluster on loopback; a
+// client calls through each gateway in turn; one process is killed with
+// SIGKILL and one stopped with SIGINT: calls keep succeeding on the
+// survivors, and each stopped process exits cleanly.
+func TestThreeSiloProcessesSurviveAKillAndAStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs three processes")
+	}
+	bin := filepath.Join(t.TempDir(), "granary")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+
+	a, seed := startProcess(t, bin, "a", "")
+	b, _ := startProcess(t, bin, "b", seed)
+	c, _ := startProcess(t, bin, "c", seed)
+	procs := []*process{a, b, c}
+
+	clients := make([]*client.Client, 3)
+	for i, p := range procs {
+		cl, err := client.New(client.Options{Gateways: []string{p.gateway}, ResponseTimeout: 2 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cl.Close() })
+		clients[i] = cl
+	}
+	// Each process hosts a few grains, placed by hint through another's gateway.
+	const perSilo = 4
+	for i, p := range procs {
+		for k := range perSilo {
+			ref := counter.NewCounterRef(clients[(i+1)%3], fmt.Sprintf("%s-%d", p.name, k))
+			retry(t, "place on "+p.name, func(ctx context.Context) error {
+				_, err := ref.Add(ctx, &counter.AddRequest{Delta: 1}, proxy.WithPlacementHint(p.name))
+				return err
+			})
+		}
+	}
+	callAll := func(via []*client.Client, want int64) {
+		t.Helper()
+		for _, p := range procs {
+			for k := range perSilo {
+				for _, cl := range via {
+					ref := counter.NewCounterRef(cl, fmt.Sprintf("%s-%d", p.name, k))
+					retry(t, "call "+ref.GrainID().String(), func(ctx context.Context) error {
+						r, err := ref.Get(ctx, &counter.GetRequest{})
+						if err == nil && r.Value < want {
+							return fmt.Errorf("%w: %s has %d", proxy.ErrUnavailable, ref.GrainID(), r.Value)
+						}
+						return err
+					})
+				}
+			}
+		}
+	}
+	callAll(clients, 1)
+
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
+	<-c.exited
+	// c's grains come back on a survivor: from the memory store they lost
+	// their state, so any value will do.
+	callAll(clients[:2], 0)
+
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGINT))
+	require.NoError(t, <-b.exited, "b exits cleanly on SIGINT")
+	callAll(clients[:1], 0)
+
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-a.exited, "a exits cleanly on SIGTERM")
+	assert.NotNil(t, a.cmd.ProcessState)
+}
