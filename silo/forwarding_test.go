@@ -214,7 +214,8 @@ func TestForwardingStopsAtTheHopLimit(t *testing.T) {
 	require.ErrorIs(t, err, proxy.ErrForwardLimit)
 	assert.Contains(t, err.Error(), "forwarded 2 times")
 	for _, s := range p.silos {
-		assert.Zero(t, s.Stats().Host.Activations)
+		assert.Zero(t, s.Stats().Host.Invocations, "the grain never ran")
+		assert.False(t, s.Host().IsActive(ref.GrainID()))
 		assert.Zero(t, s.Stats().Links.Pending)
 	}
 }

@@ -9,7 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/client"
+	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/proxy"
+	"github.com/granary-go/granary/silo"
+	"github.com/granary-go/granary/testcluster"
 )
 
 // limitHolds runs 16 goroutines against one key, each entering through
@@ -62,6 +66,32 @@ func TestEachAlgorithmsLimitHoldsAcrossEntryPoints(t *testing.T) {
 			st, err := alg.holder(e.silo.Caller(), "shared-"+alg.name, 0, 0, false).Statistics(context.Background())
 			require.NoError(t, err)
 			assert.EqualValues(t, 16*8, st.TotalSuccessfulLeases+st.TotalFailedLeases, "every attempt was counted once")
+		})
+	}
+}
+
+// The same on a cluster of three silos: sixteen goroutines entering
+// through the three gateways and the silos' own callers share one limiter
+// per key, wherever it lives.
+func TestEachAlgorithmsLimitHoldsAcrossACluster(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Silos: 3,
+		Register: func(s *silo.Silo) error { return ratelimit.Register(s, ratelimit.Defaults{}) }})
+	var callers []proxy.Caller
+	for _, gw := range c.Gateways() {
+		callers = append(callers, c.NewClient(client.Options{Gateways: []string{gw}}))
+	}
+	for _, i := range c.Live() {
+		callers = append(callers, c.Silo(i).Caller())
+	}
+	for _, alg := range algorithms {
+		t.Run(alg.name, func(t *testing.T) {
+			key := "cluster-" + alg.name
+			limitHolds(t, alg, key, callers)
+			h := alg.holder(callers[0], key, 0, 0, false)
+			st, err := h.Statistics(context.Background())
+			require.NoError(t, err)
+			assert.EqualValues(t, 16*8, st.TotalSuccessfulLeases+st.TotalFailedLeases, "one limiter counted every attempt")
+			assert.Equal(t, 1, c.Activations(h.GrainID()), "one limiter cluster-wide")
 		})
 	}
 }

@@ -270,10 +270,19 @@ func (d *Directory) goRemote(fn func(ctx context.Context)) bool {
 	return true
 }
 
-// liveLocked reports whether a lives on a silo of the view.
+// liveLocked reports whether a lives on a silo that may be alive.
+//
+// A silo this one has not seen yet counts as live: views converge in no
+// particular order, and a registration from a silo that joined a moment
+// ago must not lose to the next one. Only a silo that left the view, in
+// the generation it had, or one whose id the view has under another
+// generation, is dead.
 func (d *Directory) liveLocked(a Activation) bool {
-	gen, ok := d.mu.live[a.Silo]
-	return ok && gen == a.Generation
+	if gen, ok := d.mu.live[a.Silo]; ok {
+		return gen == a.Generation
+	}
+	gen, gone := d.mu.gone[a.Silo]
+	return !gone || gen != a.Generation
 }
 
 // ownerLocked returns the silo that owns h by this silo's view.

@@ -3,6 +3,7 @@ package directory
 import (
 	"context"
 	"log/slog"
+	"slices"
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/cluster"
@@ -50,6 +51,11 @@ func (d *Directory) SetView(v cluster.View) {
 	for id, gen := range d.mu.live {
 		if g, ok := live[id]; !ok || g != gen {
 			d.mu.gone[id] = gen
+		}
+	}
+	for id := range live {
+		if slices.Contains(returned, id) {
+			delete(d.mu.gone, id)
 		}
 	}
 	oldRing := d.mu.ring

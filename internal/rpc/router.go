@@ -80,7 +80,12 @@ func (r *Router) Route(req *host.Request) {
 		serve(req)
 		return
 	}
-	if r.Locator == nil {
+	if r.Locator == nil || req.Hops > 0 && req.Hint == r.Self {
+		// A silo that forwarded a grain here placed it here: it activates
+		// here without asking again, which, while other silos race to
+		// place the same new grain, could send it on once more. Should the
+		// grain be registered elsewhere meanwhile, the activation learns it
+		// and forwards once, to the winner.
 		r.host.Activate(req)
 		return
 	}
