@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 
 	"testing"
@@ -34,13 +35,19 @@ var siloNames = [2]string{"silo-0", "silo-1"}
 // is set.
 func startPair(t testing.TB, back bool) *pair {
 	t.Helper()
+	return startPairLocating(t, back, func(l *rpc.StaticLocator) rpc.Locator { return l })
+}
+
+// startPairLocating is startPair with each silo's locator wrapped by wrap.
+func startPairLocating(t testing.TB, back bool, wrap func(*rpc.StaticLocator) rpc.Locator) *pair {
+	t.Helper()
 	p := &pair{}
 	for i := range p.silos {
 		p.locators[i] = rpc.NewStaticLocator(siloNames[i])
 		p.locators[i].PlaceOthers("silo-1")
 		p.gates[i] = testgrain.NewGate(64)
 		s, err := silo.New(silo.Options{Name: siloNames[i], GatewayAddress: "127.0.0.1:0"},
-			silo.WithLogger(quiet), silo.WithLocator(p.locators[i]))
+			silo.WithLogger(quiet), silo.WithLocator(wrap(p.locators[i])))
 		require.NoError(t, err)
 		require.NoError(t, testgrain.RegisterCounterGrain(s, testgrain.NewCalling(p.gates[i], silo.CallerOf)))
 		require.NoError(t, s.Start(context.Background()))
@@ -310,4 +317,43 @@ func TestClosingTheCallersConnectionEndsItsRelayedCalls(t *testing.T) {
 	exit := <-p.gates[1].Exited()
 	assert.Equal(t, testgrain.BlockExit{Tag: "cancellable", Cancelled: true}, exit, "the cancellable call was cancelled on silo-1")
 	p.gates[1].Release("plain")
+}
+
+// Callers that give up on relayed calls, by cancelling or by closing
+// their connection, end them wherever the relay is: on the goroutine of
+// the directory's answer, with the request not yet sent or already on the
+// link. Each call reports why it ended, the relay table empties, and the
+// relay never touches a request its origin has released (run with -race).
+func TestCallersGivingUpOnRelayedCallsLeaveNothingBehind(t *testing.T) {
+	// A directory answers on its own goroutine, so relays start there
+	// while the caller's connection gives up on its own.
+	p := startPairLocating(t, false, func(l *rpc.StaticLocator) rpc.Locator { return asyncLocator{l} })
+	c := p.client(t, 0, client.Options{})
+	const calls = 20 // two per grain, within the gate's buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	var cancellable, plain []<-chan error
+	for i := range calls {
+		ref := testgrain.NewCounterRef(c, fmt.Sprint("giving-up-", i))
+		cancellable = append(cancellable, blockOn(ctx, ref, fmt.Sprint("cancellable-", i)))
+		plain = append(plain, blockOn(context.Background(), ref, fmt.Sprint("plain-", i)))
+	}
+	<-p.gates[1].Entered() // at least one is running; the rest are anywhere
+	cancel()
+	for _, done := range cancellable {
+		require.ErrorIs(t, <-done, context.Canceled)
+	}
+	require.NoError(t, c.Close())
+	for _, done := range plain {
+		require.ErrorIs(t, <-done, proxy.ErrUnavailable)
+	}
+	eventually(t, func() bool { return p.silos[0].Stats().Links.Pending == 0 }, "the relay table is empty")
+	p.gates[1].Open() // the plain calls that reached silo-1 still run there
+}
+
+// asyncLocator answers every lookup on a goroutine of its own, as the
+// grain directory does when it must ask another silo.
+type asyncLocator struct{ static *rpc.StaticLocator }
+
+func (l asyncLocator) Locate(id actor.GrainID, hint string, done func(string, error)) {
+	go l.static.Locate(id, hint, done)
 }

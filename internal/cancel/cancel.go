@@ -56,6 +56,10 @@ type Registry struct {
 		order     []earlyCancel
 		orderHead int
 		steps     int64 // entries looked at by eviction, for tests counting work
+		// closed is set by CancelAll: the connection is gone, so a call
+		// registered later (a relay that looked its grain up meanwhile)
+		// starts cancelled.
+		closed bool
 	}
 	registered, cancelled, earlyCancels atomic.Int64
 }
@@ -78,8 +82,9 @@ func NewRegistry(now func() time.Time) *Registry {
 }
 
 // Register creates the fresh context of a cancellable call. The context is
-// already cancelled when a cancel for id arrived first. Registering an id
-// that is still active fails with ErrDuplicateCall. Every successful
+// already cancelled when a cancel for id arrived first, or when CancelAll
+// has been called. Registering an id that is still active fails with
+// ErrDuplicateCall. Every successful
 // Register must be followed by Done.
 //
 // The context costs one allocation and no goroutine; its Done channel is
@@ -97,9 +102,10 @@ func (r *Registry) Register(id uint64) (context.Context, error) {
 			delete(r.mu.early, id)
 		}
 	}
+	closed := r.mu.closed
 	r.mu.Unlock()
 	r.registered.Add(1)
-	if early {
+	if early || closed {
 		ctx.cancel()
 	}
 	return ctx, nil
@@ -166,9 +172,11 @@ func (r *Registry) rememberLocked(id uint64, now time.Time) {
 }
 
 // CancelAll cancels every call in progress, for when the connection that
-// carried them is gone and nobody waits for their replies.
+// carried them is gone and nobody waits for their replies. Calls
+// registered afterwards start cancelled.
 func (r *Registry) CancelAll() {
 	r.mu.Lock()
+	r.mu.closed = true
 	ctxs := make([]*invocationContext, 0, r.mu.active.Len())
 	r.mu.active.Range(func(_ uint64, ctx *invocationContext) { ctxs = append(ctxs, ctx) })
 	r.mu.Unlock()

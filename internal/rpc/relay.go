@@ -62,30 +62,36 @@ func (e *Endpoint) Relay(req *host.Request) {
 	if p.call.Timeout <= 0 {
 		p.call.Timeout = proxy.DefaultResponseTimeout
 	}
+	// The frame is built before the call is in the table: from then on
+	// the origin's watch may end the call and release req at any moment.
+	o := outPool.Get().(*outFrame)
+	o.env = wire.Envelope{
+		Kind:      wire.KindRequest,
+		GrainType: req.Target.Type, GrainKey: req.Target.Key, MethodID: req.MethodID,
+		Payload: req.Payload, PlacementHint: req.Hint,
+		Budget: req.Budget, Timeout: req.Timeout, Cancellable: cancellable,
+		Hops: req.Hops + 1, FromSilo: req.FromSilo,
+	}
+	target := req.Target
 	id, err := e.calls.add(p)
 	if err != nil {
+		putOut(o)
 		entry.finish(fmt.Errorf("%w: relay to %v: %w", proxy.ErrUnavailable, e.remote(), err))
 		putPending(p)
 		return
 	}
 	entry.id.Store(id)
 	if entry.abandoned.Load() {
+		putOut(o)
 		entry.abandon()
 		return
 	}
-	o := outPool.Get().(*outFrame)
-	o.env = wire.Envelope{
-		Kind: wire.KindRequest, CallID: id,
-		GrainType: req.Target.Type, GrainKey: req.Target.Key, MethodID: req.MethodID,
-		Payload: req.Payload, PlacementHint: req.Hint,
-		Budget: req.Budget, Timeout: req.Timeout, Cancellable: cancellable,
-		Hops: req.Hops + 1, FromSilo: req.FromSilo,
-	}
+	o.env.CallID = id
 	err = e.conn.Load().Send(o)
 	putOut(o)
 	if err != nil {
 		if p := e.calls.take(id); p != nil {
-			entry.fail(p, fmt.Errorf("%w: %w: relay %s to %v: %w", ErrNotSent, proxy.ErrUnavailable, req.Target, e.remote(), err))
+			entry.fail(p, fmt.Errorf("%w: %w: relay %s to %v: %w", ErrNotSent, proxy.ErrUnavailable, target, e.remote(), err))
 		}
 	}
 }

@@ -171,6 +171,7 @@ type Gate struct {
 	exited  chan BlockExit
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
+	open    bool // every Block call returns at once
 }
 
 // NewGate returns a gate that reports up to buffer entered and exited calls
@@ -185,7 +186,11 @@ func (g *Gate) Exited() <-chan BlockExit { return g.exited }
 func (g *Gate) enter(tag string) <-chan struct{} {
 	ch := make(chan struct{})
 	g.mu.Lock()
-	g.waiters[tag] = ch
+	if g.open {
+		close(ch)
+	} else {
+		g.waiters[tag] = ch
+	}
 	g.mu.Unlock()
 	g.entered <- tag
 	return ch
@@ -193,6 +198,17 @@ func (g *Gate) enter(tag string) <-chan struct{} {
 
 // Entered delivers the tag of each call to Block as it starts.
 func (g *Gate) Entered() <-chan string { return g.entered }
+
+// Open lets every Block call return, those waiting and those to come.
+func (g *Gate) Open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = true
+	for tag, ch := range g.waiters {
+		close(ch)
+		delete(g.waiters, tag)
+	}
+}
 
 // Release lets the Block call with the given tag return.
 func (g *Gate) Release(tag string) {
