@@ -41,6 +41,9 @@ const (
 	DefaultCacheSize   = 1 << 20
 )
 
+// unseenMemory is how many grace periods a silo never seen is remembered.
+const unseenMemory = 100
+
 // Errors of the directory.
 var (
 	// ErrNoOwner: no active silo is in the view, so no one owns the grain.
@@ -87,6 +90,13 @@ type Options struct {
 	// waits for that silo's entries before it rebuilds the range itself.
 	// Default 3 s.
 	HandoffWait time.Duration
+	// UnseenGrace is how long a silo that this silo's view does not have
+	// counts as alive. Views converge in no particular order, so a
+	// registration from a silo that joined a moment ago must hold; but a
+	// silo still unseen after UnseenGrace died before this one saw it, and
+	// entries that point at it (handed over by a silo that saw it) are
+	// dropped. Default: HandoffWait.
+	UnseenGrace time.Duration
 	// CacheSize bounds the cache of looked-up locations. Default 1 Mi.
 	CacheSize int
 	// Strategy chooses the placement strategy of a grain type; nil means
@@ -130,6 +140,9 @@ type Directory struct {
 		// strategies that weigh load would otherwise herd.
 		placed map[string]int64
 		gone   map[string]int64 // silos that left the view, by the generation they had
+		// unseen holds when this silo first met an entry of a silo its
+		// view did not have (see Options.UnseenGrace).
+		unseen map[ring.Silo]time.Time
 
 		remote int           // goroutines doing remote work
 		idle   chan struct{} // closed when remote drops to 0, for Wait
@@ -182,6 +195,9 @@ func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Di
 	if opts.HandoffWait <= 0 {
 		opts.HandoffWait = DefaultHandoffWait
 	}
+	if opts.UnseenGrace <= 0 {
+		opts.UnseenGrace = opts.HandoffWait
+	}
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = DefaultCacheSize
 	}
@@ -202,6 +218,7 @@ func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Di
 	d.mu.received = make(map[ring.Silo][]ring.Range)
 	d.mu.placed = make(map[string]int64)
 	d.mu.gone = make(map[string]int64)
+	d.mu.unseen = make(map[ring.Silo]time.Time)
 	return d
 }
 
@@ -272,17 +289,30 @@ func (d *Directory) goRemote(fn func(ctx context.Context)) bool {
 
 // liveLocked reports whether a lives on a silo that may be alive.
 //
-// A silo this one has not seen yet counts as live: views converge in no
-// particular order, and a registration from a silo that joined a moment
-// ago must not lose to the next one. Only a silo that left the view, in
-// the generation it had, or one whose id the view has under another
-// generation, is dead.
+// A silo of the view is alive in the generation the view has. A silo that
+// left the view is dead in the generation it had, and so is an older
+// generation of a silo the view has. Any other silo has not been seen yet:
+// views converge in no particular order, so it counts as alive for
+// Options.UnseenGrace after this silo first met it, and as dead after.
 func (d *Directory) liveLocked(a Activation) bool {
 	if gen, ok := d.mu.live[a.Silo]; ok {
-		return gen == a.Generation
+		if gen == a.Generation {
+			return true
+		}
+		if a.Generation < gen {
+			return false
+		}
+	} else if gen, gone := d.mu.gone[a.Silo]; gone && gen == a.Generation {
+		return false
 	}
-	gen, gone := d.mu.gone[a.Silo]
-	return !gone || gen != a.Generation
+	key := ring.Silo{ID: a.Silo, Generation: a.Generation}
+	now := d.clock.Now()
+	first, met := d.mu.unseen[key]
+	if !met {
+		d.mu.unseen[key] = now
+		return true
+	}
+	return now.Sub(first) < d.opts.UnseenGrace
 }
 
 // ownerLocked returns the silo that owns h by this silo's view.

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/cluster"
 	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/ring"
@@ -67,6 +68,7 @@ type fakeCluster struct {
 	silos map[string]*fakeSilo
 	order []string
 	down  map[string]bool // silos whose partitions do not answer
+	clock clock.Clock     // the directories' clock; nil means the real one
 }
 
 type fakeSilo struct {
@@ -113,7 +115,7 @@ func newFakeCluster(t *testing.T, ids ...string) *fakeCluster {
 func (c *fakeCluster) add(id string, gen int64) *fakeSilo {
 	s := &fakeSilo{id: id, gen: gen, host: &fakeHost{active: make(map[actor.GrainID]bool)}}
 	s.dir = New(Options{Self: ring.Silo{ID: id, Generation: gen}, CallTimeout: 2 * time.Second, HandoffWait: 200 * time.Millisecond},
-		peersOf{c}, s.host, nil, quiet)
+		peersOf{c}, s.host, c.clock, quiet)
 	c.t.Cleanup(s.dir.Close)
 	c.mu.Lock()
 	c.silos[id] = s
@@ -438,4 +440,35 @@ func TestASiloThatComesBackFromAFalseDeathHasItsDuplicatesResolved(t *testing.T)
 	}, 10*time.Second, time.Millisecond, "b's activation, the duplicate now, is told to deactivate")
 	assert.Equal(t, "c", locate(t, b, id, ""))
 	assert.EqualValues(t, 1, a.dir.Stats().Conflicts)
+}
+
+// A registration from a silo the owner's view does not have yet holds for
+// the grace a view needs to catch up: the silo may have joined a moment
+// ago. A silo still unseen after that died before the owner saw it, and
+// its entries are dropped; one the view has by then keeps them.
+func TestASiloNotYetSeenIsAliveForItsGraceOnly(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1000, 0))
+	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool), clock: fake}
+	a, b := c.add("a", 1), c.add("b", 1)
+	c.setView()
+	// x and y join; only they know it yet.
+	x, y := c.add("x", 7), c.add("y", 7)
+	v := c.view()
+	x.dir.SetView(v)
+	y.dir.SetView(v)
+	grains := grainsOwnedBy("a", 2, "a", "b", "x", "y") // owned by a, with or without x and y
+	ofX, ofY := grains[0], grains[1]
+	require.Empty(t, register(t, x, ofX), "x's first registration wins")
+	require.Empty(t, register(t, y, ofY))
+	assert.Equal(t, "x", register(t, b, ofX), "within the grace, x's entry holds against a later one")
+
+	// y shows up in a's view; x never does: it died before a saw it.
+	withY := v
+	withY.Members = slices.DeleteFunc(slices.Clone(v.Members), func(m cluster.Member) bool { return m.ID == "x" })
+	a.dir.SetView(withY)
+	b.dir.SetView(withY)
+	fake.Advance(a.dir.opts.UnseenGrace + time.Millisecond)
+	assert.Empty(t, register(t, b, ofX), "past the grace, x's entry is dead and b's activation wins")
+	assert.Equal(t, "y", register(t, b, ofY), "y, seen in time, keeps its entry")
+	assert.Equal(t, "b", locate(t, a, ofX, ""))
 }

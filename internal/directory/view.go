@@ -74,6 +74,15 @@ func (d *Directory) SetView(v cluster.View) {
 			delete(d.mu.cache, id)
 		}
 	}
+	// A silo seen at last is judged by the view from now on. One never
+	// seen is remembered long past its grace, so that its entries stay
+	// dead, and then forgotten, so that the memory stays bounded.
+	now := d.clock.Now()
+	for key, first := range d.mu.unseen {
+		if gen, ok := live[key.ID]; (ok && gen == key.Generation) || now.Sub(first) > unseenMemory*d.opts.UnseenGrace {
+			delete(d.mu.unseen, key)
+		}
+	}
 
 	// Ranges gained: wait for the handoff of a live previous owner, or
 	// rebuild what a dead one held.
