@@ -305,7 +305,7 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 			return // timed out or abandoned: drop the late reply
 		}
 		if p.relay != nil {
-			p.relay.reply(p, &env)
+			p.relay.reply(p, env) // by value: a pointer would put every frame's envelope on the heap
 			return
 		}
 		if p.err = errorOf(&env); p.err == nil {

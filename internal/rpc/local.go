@@ -128,7 +128,7 @@ func (l *LocalCaller) Reply(req *host.Request, reply proto.Message, err error) {
 
 // ReplyRaw implements originReplier, for calls of this caller that a
 // silo link relayed.
-func (l *LocalCaller) ReplyRaw(req *host.Request, reply *wire.Envelope) {
+func (l *LocalCaller) ReplyRaw(req *host.Request, reply wire.Envelope) {
 	if req.Registered {
 		l.cancels.Done(req.CallID)
 	}
@@ -136,7 +136,7 @@ func (l *LocalCaller) ReplyRaw(req *host.Request, reply *wire.Envelope) {
 	if p == nil {
 		return
 	}
-	if p.err = errorOf(reply); p.err == nil {
+	if p.err = errorOf(&reply); p.err == nil {
 		p.payload = reply.Payload
 	}
 	p.done <- struct{}{}

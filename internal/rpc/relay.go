@@ -26,7 +26,7 @@ type originReplier interface {
 	host.Replier
 	// ReplyRaw answers req with a reply as it arrived from the link:
 	// status, error and payload, still encoded.
-	ReplyRaw(req *host.Request, reply *wire.Envelope)
+	ReplyRaw(req *host.Request, reply wire.Envelope)
 	// watch calls fn once when req's caller cancels or the origin goes
 	// away, until stop is called.
 	watch(req *host.Request, fn func()) (stop func() bool)
@@ -127,7 +127,7 @@ func (r *relayEntry) abandon() {
 }
 
 // reply completes the relayed call with the link's reply.
-func (r *relayEntry) reply(p *pending, env *wire.Envelope) {
+func (r *relayEntry) reply(p *pending, env wire.Envelope) {
 	r.stopWatch()
 	if origin, ok := r.req.Reply.(originReplier); ok {
 		origin.ReplyRaw(r.req, env)
@@ -159,7 +159,7 @@ func (r *relayEntry) stopWatch() {
 
 // ReplyRaw implements originReplier: it sends a reply that came from a
 // link back on this connection, its payload and failure as they arrived.
-func (e *Endpoint) ReplyRaw(req *host.Request, reply *wire.Envelope) {
+func (e *Endpoint) ReplyRaw(req *host.Request, reply wire.Envelope) {
 	e.inFlight.Add(-1)
 	if req.Registered {
 		e.cancels.Done(req.CallID)
