@@ -148,7 +148,7 @@ func (l *LocalCaller) watch(req *host.Request, fn func()) (stop func() bool) {
 	if req.Ctx == nil {
 		return nil
 	}
-	return context.AfterFunc(req.Ctx, fn)
+	return afterCancel(req.Ctx, fn)
 }
 
 // Pending reports how many calls wait for replies.

@@ -187,5 +187,17 @@ func (e *Endpoint) watch(req *host.Request, fn func()) (stop func() bool) {
 		}
 		req.Registered = true
 	}
+	return afterCancel(ctx, fn)
+}
+
+// afterCancel calls fn on its own goroutine once ctx is cancelled, like
+// context.AfterFunc. The contexts of calls that came over a connection
+// (internal/cancel's) run fn themselves: asking them directly spares a
+// relayed call the three allocations of context.AfterFunc's wrapper and
+// the Done channel it would make.
+func afterCancel(ctx context.Context, fn func()) (stop func() bool) {
+	if c, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
+		return c.AfterFunc(fn)
+	}
 	return context.AfterFunc(ctx, fn)
 }
