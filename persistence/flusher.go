@@ -21,9 +21,10 @@ var errAlreadyStarted = errors.New("persistence: flusher already started")
 // activation's turns, so the flusher never reads state itself: for each dirty
 // Record it asks the owner, through the schedule function given to Open, to
 // run a snapshot inside its next turn, and then writes the bytes from its own
-// goroutine. One goroutine, started by Start and joined by Stop, does every
-// background write, so writes for a Record are applied in order and at most
-// one is in flight per Record.
+// goroutine. One goroutine, started by Start and joined by Stop, collects
+// the dirty records and hands their snapshots to up to Writers concurrent
+// writes, waiting for all of them before it collects again, so at most one
+// write is in flight per Record and a Record's writes are applied in order.
 //
 // A Flusher is safe for concurrent use. Create one with NewFlusher.
 type Flusher struct {
@@ -38,6 +39,8 @@ type Flusher struct {
 	// Both hold at most one signal: a signal means "look again", not a count.
 	tick chan struct{}
 	work chan struct{}
+	// slots holds a token per background write in flight, Writers at most.
+	slots chan struct{}
 
 	// spare is the writer's second buffer for the dirty list, swapped with
 	// mu.dirty at every collection so a period allocates nothing.
@@ -111,6 +114,7 @@ func NewFlusher(store Store, opts FlusherOptions, optFns ...Option) (*Flusher, e
 		logger: deps.logger,
 		tick:   make(chan struct{}, 1),
 		work:   make(chan struct{}, 1),
+		slots:  make(chan struct{}, opts.Writers),
 	}
 	f.tickFn = f.onTick
 	f.mu.records = make(map[*Record]struct{})
@@ -382,11 +386,14 @@ func (f *Flusher) dequeue() *Record {
 	return r
 }
 
-// drain writes every queued snapshot, in queue order, and reports how many
-// records it took from the queue. A nil quit drains to the end; otherwise
-// drain returns early once quit is closed.
+// drain writes every queued snapshot, starting them in queue order with up
+// to Writers in flight, and reports how many records it took from the
+// queue once every write it started has ended. A nil quit drains to the
+// end; otherwise drain stops starting writes once quit is closed.
 func (f *Flusher) drain(ctx context.Context, quit <-chan struct{}) int {
 	n := 0
+	var writes sync.WaitGroup
+	defer writes.Wait()
 	for {
 		if quit != nil {
 			select {
@@ -400,7 +407,15 @@ func (f *Flusher) drain(ctx context.Context, quit <-chan struct{}) int {
 			return n
 		}
 		n++
-		f.writeQueued(ctx, r)
+		if f.opts.Writers == 1 {
+			f.writeQueued(ctx, r)
+			continue
+		}
+		f.slots <- struct{}{}
+		writes.Go(func() {
+			defer func() { <-f.slots }()
+			f.writeQueued(ctx, r)
+		})
 	}
 }
 

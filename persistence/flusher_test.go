@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/granary-go/granary/clock"
-	"github.com/granary-go/granary/internal/storefault"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/storefault"
 )
 
 func TestFlusherWritesDirtyStateOnPeriod(t *testing.T) {
@@ -459,7 +461,7 @@ func TestFlusherLeavesNoGoroutines(t *testing.T) {
 func TestNewFlusherValidates(t *testing.T) {
 	f, err := NewFlusher(NewMemoryStore(), FlusherOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, FlusherOptions{Period: DefaultPeriod, WriteTimeout: DefaultWriteTimeout}, f.Options())
+	assert.Equal(t, FlusherOptions{Period: DefaultPeriod, WriteTimeout: DefaultWriteTimeout, Writers: DefaultWriters}, f.Options())
 
 	_, err = NewFlusher(NewMemoryStore(), FlusherOptions{Period: -time.Second})
 	assert.ErrorContains(t, err, "Period")
@@ -474,10 +476,11 @@ func TestFlusherOptionsValidate(t *testing.T) {
 		wantBad []string
 	}{
 		{"defaults", *(&FlusherOptions{}).EnsureDefaults(), nil},
-		{"zero before defaults", FlusherOptions{}, []string{"Period", "WriteTimeout"}},
-		{"negative period", FlusherOptions{Period: -1, WriteTimeout: time.Second}, []string{"Period"}},
-		{"negative timeout", FlusherOptions{Period: time.Second, WriteTimeout: -1}, []string{"WriteTimeout"}},
-		{"both bad", FlusherOptions{Period: -1, WriteTimeout: -1}, []string{"Period", "WriteTimeout"}},
+		{"zero before defaults", FlusherOptions{}, []string{"Period", "WriteTimeout", "Writers"}},
+		{"negative period", FlusherOptions{Period: -1, WriteTimeout: time.Second, Writers: 1}, []string{"Period"}},
+		{"negative timeout", FlusherOptions{Period: time.Second, WriteTimeout: -1, Writers: 1}, []string{"WriteTimeout"}},
+		{"no writers", FlusherOptions{Period: time.Second, WriteTimeout: time.Second, Writers: -1}, []string{"Writers"}},
+		{"all bad", FlusherOptions{Period: -1, WriteTimeout: -1}, []string{"Period", "WriteTimeout", "Writers"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -490,9 +493,10 @@ func TestFlusherOptionsValidate(t *testing.T) {
 			for _, field := range tt.wantBad {
 				assert.ErrorContains(t, err, "FlusherOptions."+field)
 			}
-			if len(tt.wantBad) == 1 {
-				other := map[string]string{"Period": "WriteTimeout", "WriteTimeout": "Period"}[tt.wantBad[0]]
-				assert.NotContains(t, err.Error(), "FlusherOptions."+other+" ")
+			for _, field := range []string{"Period", "WriteTimeout", "Writers"} {
+				if !slices.Contains(tt.wantBad, field) {
+					assert.NotContains(t, err.Error(), "FlusherOptions."+field+" ")
+				}
 			}
 		})
 	}
@@ -501,5 +505,5 @@ func TestFlusherOptionsValidate(t *testing.T) {
 func TestFlusherOptionsEnsureDefaultsKeepsSetFields(t *testing.T) {
 	o := FlusherOptions{Period: time.Second}
 	o.EnsureDefaults()
-	assert.Equal(t, FlusherOptions{Period: time.Second, WriteTimeout: DefaultWriteTimeout}, o)
+	assert.Equal(t, FlusherOptions{Period: time.Second, WriteTimeout: DefaultWriteTimeout, Writers: DefaultWriters}, o)
 }

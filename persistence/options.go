@@ -16,6 +16,9 @@ const (
 	DefaultPeriod = 50 * time.Millisecond
 	// DefaultWriteTimeout bounds one background store call.
 	DefaultWriteTimeout = 5 * time.Second
+	// DefaultWriters is how many background writes may be in flight at
+	// once.
+	DefaultWriters = 16
 )
 
 // FlusherOptions holds a Flusher's data settings. The zero value means "all
@@ -29,6 +32,11 @@ type FlusherOptions struct {
 	// forever. Calls made by a Record's owner (Flush, Clear, Close) are bounded
 	// by the owner's context instead. Zero means DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// Writers is how many background writes (of different records) may be
+	// in flight at once. A store across the network takes a round trip per
+	// write, so one writer could not write thousands of dirty grains in a
+	// period; 1 writes one record at a time. Zero means DefaultWriters.
+	Writers int
 }
 
 // EnsureDefaults replaces every zero field with its default and returns o.
@@ -38,6 +46,9 @@ func (o *FlusherOptions) EnsureDefaults() *FlusherOptions {
 	}
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.Writers == 0 {
+		o.Writers = DefaultWriters
 	}
 	return o
 }
@@ -52,6 +63,9 @@ func (o *FlusherOptions) Validate() error {
 	}
 	if o.WriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("persistence: FlusherOptions.WriteTimeout must be positive, got %v", o.WriteTimeout))
+	}
+	if o.Writers <= 0 {
+		errs = append(errs, fmt.Errorf("persistence: FlusherOptions.Writers must be positive, got %d", o.Writers))
 	}
 	return errors.Join(errs...)
 }
