@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"bytes"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -18,21 +19,38 @@ type clientIPs struct {
 	header  string // canonical form of the forwarded header's name
 }
 
-// clientIP returns the client address of r as a string, IPv4-mapped IPv6
-// addresses in their IPv4 form, or UnknownClient.
-func (c *clientIPs) clientIP(r *http.Request) string {
+// clientIP returns the client address of r, IPv4-mapped IPv6 addresses
+// in their IPv4 form, or false when it cannot be read.
+func (c *clientIPs) clientIP(r *http.Request) (netip.Addr, bool) {
 	peer, ok := parseAddr(r.RemoteAddr)
+	if !ok || !c.isTrusted(peer) {
+		return peer, ok
+	}
+	return c.forwarded(r.Header[c.header], peer)
+}
+
+// clientKey returns the limiter key of r's client address under a rule
+// whose keys start with prefix: keyWithPrefix(prefix, address), built
+// without the address's own string.
+func (c *clientIPs) clientKey(prefix string, r *http.Request) string {
+	addr, ok := c.clientIP(r)
 	if !ok {
-		return UnknownClient
+		return prefix + ":" + UnknownClient
 	}
-	if !c.isTrusted(peer) {
-		return peer.String()
+	var text [64]byte // the longest IPv6 address is 45 bytes
+	ip := addr.AppendTo(text[:0])
+	var b strings.Builder
+	b.Grow(len(prefix) + 1 + len(ip) + 2*bytes.Count(ip, []byte{':'}))
+	b.WriteString(prefix)
+	b.WriteByte(':')
+	for _, ch := range ip {
+		if ch == ':' {
+			b.WriteString("%3A")
+		} else {
+			b.WriteByte(ch)
+		}
 	}
-	addr, ok := c.forwarded(r.Header[c.header], peer)
-	if !ok {
-		return UnknownClient
-	}
-	return addr.String()
+	return b.String()
 }
 
 // forwarded walks the forwarded header from the right, from the hop the
@@ -81,21 +99,28 @@ func (c *clientIPs) isTrusted(a netip.Addr) bool {
 
 // parseAddr reads an address with or without a port ("192.0.2.1",
 // "192.0.2.1:80", "[2001:db8::1]:443", "2001:db8::1"), unmapped and
-// without a zone, so that one client always reads the same.
+// without a zone, so that one client always reads the same. The form is
+// told from the colons first, so that the usual peer address, which has a
+// port, parses without a failed attempt.
 func parseAddr(s string) (netip.Addr, bool) {
-	if s == "" {
+	var (
+		a   netip.Addr
+		err error
+	)
+	switch colons := strings.Count(s, ":"); {
+	case s == "":
 		return netip.Addr{}, false
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		ap, perr := netip.ParseAddrPort(s)
-		if perr != nil {
-			if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' { // "[::1]" without a port
-				return parseAddr(s[1 : len(s)-1])
-			}
-			return netip.Addr{}, false
-		}
+	case s[0] == '[' && s[len(s)-1] == ']': // "[2001:db8::1]"
+		a, err = netip.ParseAddr(s[1 : len(s)-1])
+	case s[0] == '[', colons == 1: // "[2001:db8::1]:443", "192.0.2.1:80"
+		var ap netip.AddrPort
+		ap, err = netip.ParseAddrPort(s)
 		a = ap.Addr()
+	default: // "192.0.2.1", "2001:db8::1"
+		a, err = netip.ParseAddr(s)
+	}
+	if err != nil {
+		return netip.Addr{}, false
 	}
 	return a.Unmap().WithZone(""), true
 }

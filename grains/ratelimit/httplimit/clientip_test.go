@@ -49,7 +49,12 @@ func TestClientIP(t *testing.T) {
 			for _, v := range tc.header {
 				r.Header.Add("X-Forwarded-For", v)
 			}
-			assert.Equal(t, tc.want, trusted.clientIP(r))
+			got := UnknownClient
+			if addr, ok := trusted.clientIP(r); ok {
+				got = addr.String()
+			}
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, keyWithPrefix("p", tc.want), trusted.clientKey("p", r), "the key escapes the address")
 		})
 	}
 }

@@ -24,12 +24,12 @@ type Middleware struct {
 // rule is a Rule resolved against the configurations.
 type rule struct {
 	name   string
-	key    Extractor
-	prefix string // Key(KeyPrefix, kind, name): a request's key is prefix:value
+	key    Extractor // nil for an IP rule, whose key is the client's address
+	prefix string    // Key(KeyPrefix, kind, name): a request's key is prefix:value
 	// limiter returns the holder of one key, bound to the rule's options.
 	limiter func(key string) ratelimit.Limiter
-	policy  string // the RateLimit-Policy field of the rule's rejections
-	quoted  string // the rule's name as an sf-string, for the RateLimit field
+	policy  []string // the RateLimit-Policy field of the rule's rejections, shared by them
+	quoted  string   // the rule's name as an sf-string, for the RateLimit field
 }
 
 // New returns middleware that acquires from the limiters of its rules
@@ -86,26 +86,23 @@ func (m *Middleware) resolve(caller proxy.Caller, configs *ratelimit.Configs, ke
 		prefix: Key(keyPrefix, r.kind, r.Name()),
 		quoted: sfString(r.Name()),
 	}
-	if out.key == nil {
-		out.key = func(req *http.Request) (string, bool) { return m.ips.clientIP(req), true }
-	}
 	var q, w int64
 	switch h := probe.(type) {
 	case *ratelimit.Holder[ratelimit.ConcurrencyOptions]:
 		o, _ := h.Bound()
-		out.limiter = bind(caller, o, ratelimit.Concurrency)
+		out.limiter = forKey(h)
 		q = o.PermitLimit
 	case *ratelimit.Holder[ratelimit.FixedWindowOptions]:
 		o, _ := h.Bound()
-		out.limiter = bind(caller, o, ratelimit.FixedWindow)
+		out.limiter = forKey(h)
 		q, w = o.PermitLimit, ceilSeconds(float64(o.Window))
 	case *ratelimit.Holder[ratelimit.SlidingWindowOptions]:
 		o, _ := h.Bound()
-		out.limiter = bind(caller, o, ratelimit.SlidingWindow)
+		out.limiter = forKey(h)
 		q, w = o.PermitLimit, ceilSeconds(float64(o.Window))
 	case *ratelimit.Holder[ratelimit.TokenBucketOptions]:
 		o, _ := h.Bound()
-		out.limiter = bind(caller, o, ratelimit.TokenBucket)
+		out.limiter = forKey(h)
 		// A bucket has no window; the time it takes to fill from empty is
 		// the span its quota is measured over.
 		periods := (o.TokenLimit-1)/o.TokensPerPeriod + 1
@@ -113,13 +110,14 @@ func (m *Middleware) resolve(caller proxy.Caller, configs *ratelimit.Configs, ke
 	default:
 		return rule{}, fmt.Errorf("httplimit: rule %q: limiter of type %T", r.Name(), probe)
 	}
-	out.policy = policyField(out.quoted, q, w)
+	out.policy = []string{policyField(out.quoted, q, w)}
 	return out, nil
 }
 
-// bind returns a constructor of holders for one algorithm's options.
-func bind[O ratelimit.Options](caller proxy.Caller, o O, holder func(proxy.Caller, string, ...O) *ratelimit.Holder[O]) func(string) ratelimit.Limiter {
-	return func(key string) ratelimit.Limiter { return holder(caller, key, o) }
+// forKey returns a constructor of holders like template for any key: the
+// template's options were validated and encoded once, for all keys.
+func forKey[O ratelimit.Options](template *ratelimit.Holder[O]) func(string) ratelimit.Limiter {
+	return func(key string) ratelimit.Limiter { return template.ForKey(key) }
 }
 
 // Handler returns next limited by the middleware's rules: a request that
@@ -141,14 +139,20 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	held := inline[:0]
 	for i := range m.rules {
 		ru := &m.rules[i]
-		value, ok := ru.key(r)
-		if !ok {
-			continue
+		var key string
+		if ru.key == nil {
+			key = m.ips.clientKey(ru.prefix, r)
+		} else {
+			value, ok := ru.key(r)
+			if !ok {
+				continue
+			}
+			key = keyWithPrefix(ru.prefix, value)
 		}
 		// The request's context is the acquisition's: a client that goes
 		// away cancels its wait in the limiter's queue, and the request's
 		// deadline bounds the budget.
-		lease, err := ru.limiter(keyWithPrefix(ru.prefix, value)).AcquireAndConfigure(ctx, 1)
+		lease, err := ru.limiter(key).AcquireAndConfigure(ctx, 1)
 		switch {
 		case err != nil:
 			if cerr := ctx.Err(); cerr != nil {

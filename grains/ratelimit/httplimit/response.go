@@ -1,12 +1,12 @@
 package httplimit
 
 import (
-	"encoding/json"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The RateLimit-Policy and RateLimit fields follow the IETF draft
@@ -17,10 +17,20 @@ import (
 // w in seconds; a RateLimit item states the quota remaining r and the
 // seconds t until it comes back. The older drafts' RateLimit-Limit,
 // RateLimit-Remaining and RateLimit-Reset are not sent.
+// Header names in their canonical form, so that setting them canonicalises
+// nothing per request (textproto writes RateLimit as Ratelimit; field
+// names are case-insensitive).
 const (
-	headerPolicy     = "RateLimit-Policy"
-	headerRateLimit  = "RateLimit"
-	headerRetryAfter = "Retry-After"
+	headerPolicy      = "Ratelimit-Policy"
+	headerRateLimit   = "Ratelimit"
+	headerRetryAfter  = "Retry-After"
+	headerContentType = "Content-Type"
+)
+
+// Header values every refusal shares; net/http only reads them.
+var (
+	jsonContentType = []string{"application/json"}
+	oneSecond       = []string{"1"}
 )
 
 // sfString returns s (printable ASCII, as Options.Validate checks) as a
@@ -64,14 +74,6 @@ func retryAfterSeconds(d time.Duration) int64 {
 	return max(ceilSeconds(float64(d)), 1)
 }
 
-// errorBody is the JSON body of the middleware's refusals.
-type errorBody struct {
-	Status     int    `json:"status"`
-	Error      string `json:"error"`
-	Reason     string `json:"reason"`
-	RetryAfter int64  `json:"retry_after"`
-}
-
 // reject answers a request the rule's limiter refused for reason, with a
 // retry hint (0: none): 429, Retry-After, the rule's RateLimit-Policy and
 // RateLimit fields, and the JSON body.
@@ -79,15 +81,10 @@ func (r *rule) reject(w http.ResponseWriter, reason string, hint time.Duration) 
 	retry := retryAfterSeconds(hint)
 	seconds := strconv.FormatInt(retry, 10)
 	h := w.Header()
-	h.Set(headerRetryAfter, seconds)
-	h.Set(headerPolicy, r.policy)
-	h.Set(headerRateLimit, r.quoted+";r=0;t="+seconds)
-	writeJSON(w, errorBody{
-		Status:     http.StatusTooManyRequests,
-		Error:      http.StatusText(http.StatusTooManyRequests),
-		Reason:     reason,
-		RetryAfter: retry,
-	})
+	h[headerRetryAfter] = []string{seconds}
+	h[headerPolicy] = r.policy
+	h[headerRateLimit] = []string{r.quoted + ";r=0;t=" + seconds}
+	writeBody(w, http.StatusTooManyRequests, reason, retry)
 }
 
 // reasonUnavailable is the reason of a 503: no limiter answered.
@@ -95,24 +92,56 @@ const reasonUnavailable = "Rate limiter unavailable"
 
 // writeUnavailable answers a request whose limiter could not be reached.
 func writeUnavailable(w http.ResponseWriter) {
-	w.Header().Set(headerRetryAfter, "1")
-	writeJSON(w, errorBody{
-		Status:     http.StatusServiceUnavailable,
-		Error:      http.StatusText(http.StatusServiceUnavailable),
-		Reason:     reasonUnavailable,
-		RetryAfter: 1,
-	})
+	w.Header()[headerRetryAfter] = oneSecond
+	writeBody(w, http.StatusServiceUnavailable, reasonUnavailable, 1)
 }
 
-func writeJSON(w http.ResponseWriter, body errorBody) {
-	data, err := json.Marshal(body)
-	if err != nil { // a struct of strings and integers always encodes
-		panic(err)
+// writeBody writes the status and the JSON body of a refusal,
+// {"status":..., "error":..., "reason":..., "retry_after":...}, in one
+// buffer: refusals are what an overloaded service sends most.
+func writeBody(w http.ResponseWriter, status int, reason string, retryAfter int64) {
+	buf := make([]byte, 0, 96+len(reason))
+	buf = append(buf, `{"status":`...)
+	buf = strconv.AppendInt(buf, int64(status), 10)
+	buf = append(buf, `,"error":`...)
+	buf = appendJSONString(buf, http.StatusText(status))
+	buf = append(buf, `,"reason":`...)
+	buf = appendJSONString(buf, reason)
+	buf = append(buf, `,"retry_after":`...)
+	buf = strconv.AppendInt(buf, retryAfter, 10)
+	buf = append(buf, "}\n"...)
+	w.Header()[headerContentType] = jsonContentType
+	w.WriteHeader(status)
+	_, _ = w.Write(buf)
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, invalid UTF-8 replaced, as encoding/json
+// writes it but for HTML escaping, which a JSON API body does not need.
+func appendJSONString(buf []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	buf = append(buf, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			buf = append(buf, '\\', c)
+			i++
+		case c < 0x20:
+			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			i++
+		case c < utf8.RuneSelf:
+			buf = append(buf, c)
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				buf = append(buf, `\ufffd`...)
+			} else {
+				buf = append(buf, s[i:i+size]...)
+			}
+			i += size
+		}
 	}
-	data = append(data, '\n')
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(data)))
-	w.WriteHeader(body.Status)
-	_, _ = w.Write(data)
+	return append(buf, '"')
 }
