@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/granary-go/granary/grains/ratelimit"
+	"github.com/granary-go/granary/grains/ratelimit/internal/retryafter"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -95,18 +96,18 @@ func (m *Middleware) resolve(caller proxy.Caller, configs *ratelimit.Configs, ke
 	case *ratelimit.Holder[ratelimit.FixedWindowOptions]:
 		o, _ := h.Bound()
 		out.limiter = forKey(h)
-		q, w = o.PermitLimit, ceilSeconds(float64(o.Window))
+		q, w = o.PermitLimit, retryafter.Ceil(float64(o.Window))
 	case *ratelimit.Holder[ratelimit.SlidingWindowOptions]:
 		o, _ := h.Bound()
 		out.limiter = forKey(h)
-		q, w = o.PermitLimit, ceilSeconds(float64(o.Window))
+		q, w = o.PermitLimit, retryafter.Ceil(float64(o.Window))
 	case *ratelimit.Holder[ratelimit.TokenBucketOptions]:
 		o, _ := h.Bound()
 		out.limiter = forKey(h)
 		// A bucket has no window; the time it takes to fill from empty is
 		// the span its quota is measured over.
 		periods := (o.TokenLimit-1)/o.TokensPerPeriod + 1
-		q, w = o.TokenLimit, ceilSeconds(float64(o.ReplenishmentPeriod)*float64(periods))
+		q, w = o.TokenLimit, retryafter.Ceil(float64(o.ReplenishmentPeriod)*float64(periods))
 	default:
 		return rule{}, fmt.Errorf("httplimit: rule %q: limiter of type %T", r.Name(), probe)
 	}

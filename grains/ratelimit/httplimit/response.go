@@ -1,12 +1,13 @@
 package httplimit
 
 import (
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/granary-go/granary/grains/ratelimit/internal/retryafter"
 )
 
 // The RateLimit-Policy and RateLimit fields follow the IETF draft
@@ -17,6 +18,7 @@ import (
 // w in seconds; a RateLimit item states the quota remaining r and the
 // seconds t until it comes back. The older drafts' RateLimit-Limit,
 // RateLimit-Remaining and RateLimit-Reset are not sent.
+//
 // Header names in their canonical form, so that setting them canonicalises
 // nothing per request (textproto writes RateLimit as Ratelimit; field
 // names are case-insensitive).
@@ -49,36 +51,11 @@ func policyField(quoted string, q, w int64) string {
 	return f
 }
 
-// ceilSeconds returns ns nanoseconds in whole seconds, rounded up, capped
-// at what a field can carry.
-func ceilSeconds(ns float64) int64 {
-	s := math.Ceil(ns / float64(time.Second))
-	if s >= float64(maxFieldInteger) {
-		return maxFieldInteger
-	}
-	return int64(s)
-}
-
-// maxFieldInteger is the largest Integer a structured field carries.
-const maxFieldInteger = 999_999_999_999_999
-
-// retryAfterSeconds is the Retry-After of a rejection whose limiter
-// hinted d: whole seconds, rounded up so that a client that waits that
-// long does not come back early; 1 without a hint (a concurrency limit, a
-// wait that ran out of budget), so that clients back off rather than
-// retry at once.
-func retryAfterSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 1
-	}
-	return max(ceilSeconds(float64(d)), 1)
-}
-
 // reject answers a request the rule's limiter refused for reason, with a
 // retry hint (0: none): 429, Retry-After, the rule's RateLimit-Policy and
 // RateLimit fields, and the JSON body.
 func (r *rule) reject(w http.ResponseWriter, reason string, hint time.Duration) {
-	retry := retryAfterSeconds(hint)
+	retry := retryafter.Seconds(hint)
 	seconds := strconv.FormatInt(retry, 10)
 	h := w.Header()
 	h[headerRetryAfter] = []string{seconds}

@@ -5,26 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
-
-	"github.com/stretchr/testify/assert"
 )
-
-func TestRetryAfterRoundsUpToWholeSeconds(t *testing.T) {
-	for hint, want := range map[time.Duration]int64{
-		0:                       1,
-		-time.Second:            1,
-		time.Nanosecond:         1,
-		time.Second:             1,
-		time.Second + 1:         2,
-		7500 * time.Millisecond: 8,
-		time.Hour:               3600,
-		1<<63 - 1:               9223372037, // 292 years, rounded up
-	} {
-		assert.Equal(t, want, retryAfterSeconds(hint), "%v", hint)
-	}
-}
 
 // FuzzRefusalBodyIsJSON checks that a refusal's body is the JSON that
 // encoding/json reads back, whatever reason the limiter gave.
