@@ -48,6 +48,10 @@ type EndpointOptions struct {
 	// means no budget (links between silos, which carry many clients'
 	// calls).
 	ActivationRate, ActivationBurst int
+	// Moved, when set, is told that a reply relayed over this endpoint
+	// said the grain lives on another silo than the one at its other end:
+	// the directory cache that chose this link was stale.
+	Moved func(grain actor.GrainID, silo string)
 }
 
 // Endpoint is one end of a connection between peers (client and gateway, or
@@ -70,6 +74,7 @@ type Endpoint struct {
 
 	admit    admission
 	inFlight atomic.Int64 // requests from the peer not yet answered
+	moved    func(actor.GrainID, string)
 
 	cancelWatches, cancelsSent atomic.Int64
 	rejections                 [numRejections]atomic.Int64
@@ -97,7 +102,7 @@ func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner,
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Endpoint{inbound: inbound, decoder: wire.NewDecoder(interner), log: log}
+	e := &Endpoint{inbound: inbound, decoder: wire.NewDecoder(interner), log: log, moved: opts.Moved}
 	e.calls.init(c, opts.SweepInterval)
 	e.admit.init(opts, c)
 	if in, ok := inbound.(InlineInbound); ok {

@@ -96,6 +96,14 @@ func (e *Endpoint) Relay(req *host.Request) {
 	}
 }
 
+// peerSilo returns the name of the silo at the other end, or "".
+func (e *Endpoint) peerSilo() string {
+	if c := e.conn.Load(); c != nil {
+		return c.Peer().SiloID
+	}
+	return ""
+}
+
 // remote names the link's peer for errors.
 func (e *Endpoint) remote() any {
 	if c := e.conn.Load(); c != nil {
@@ -127,8 +135,20 @@ func (r *relayEntry) abandon() {
 }
 
 // reply completes the relayed call with the link's reply.
+//
+// The directory caches of the silos a request passes through are kept
+// right here: a silo that relays a request another silo sent it (one that
+// thought the grain lived here) names the silo that answered, and a silo
+// told that corrects its cache.
 func (r *relayEntry) reply(p *pending, env wire.Envelope) {
 	r.stopWatch()
+	if env.MovedTo != "" && r.link.moved != nil {
+		r.link.moved(r.req.Target, env.MovedTo)
+	}
+	env.MovedTo = ""
+	if r.req.Hops > 0 {
+		env.MovedTo = r.link.peerSilo()
+	}
 	if origin, ok := r.req.Reply.(originReplier); ok {
 		origin.ReplyRaw(r.req, env)
 	} else {
@@ -168,6 +188,7 @@ func (e *Endpoint) ReplyRaw(req *host.Request, reply wire.Envelope) {
 	o.env = wire.Envelope{
 		Kind: wire.KindReply, CallID: req.CallID, Payload: reply.Payload,
 		Status: reply.Status, Error: reply.Error, ErrorCode: reply.ErrorCode, ErrorDetails: reply.ErrorDetails,
+		MovedTo: reply.MovedTo,
 	}
 	if err := e.conn.Load().Send(o); err != nil {
 		e.log.Debug("relayed reply not sent", slog.Uint64("call", req.CallID), slog.Any("err", err))

@@ -54,6 +54,7 @@ func toDynamic(md protoreflect.MessageDescriptor, e *Envelope) *dynamicpb.Messag
 	set("hops", protoreflect.ValueOfUint32(e.Hops))
 	set("from_silo", protoreflect.ValueOfBool(e.FromSilo))
 	set("error_code", protoreflect.ValueOfUint32(e.ErrorCode))
+	set("moved_to", protoreflect.ValueOfString(e.MovedTo))
 	details := m.Mutable(f.ByName("error_details")).List()
 	for _, d := range e.ErrorDetails {
 		details.Append(protoreflect.ValueOfBytes(d))
@@ -79,6 +80,7 @@ func fromDynamic(m *dynamicpb.Message) Envelope {
 		Error:         get("error").String(),
 		Hops:          uint32(get("hops").Uint()),
 		FromSilo:      get("from_silo").Bool(),
+		MovedTo:       get("moved_to").String(),
 		ErrorCode:     uint32(get("error_code").Uint()),
 	}
 	details := get("error_details").List()
@@ -147,6 +149,7 @@ func randomEnvelope(r *rand.Rand) Envelope {
 		Hops:          uint32(randomUint64(r)),
 		FromSilo:      r.IntN(2) == 0,
 		ErrorCode:     uint32(randomUint64(r)),
+		MovedTo:       randomString(r),
 	}
 	for range r.IntN(3) {
 		d := make([]byte, r.IntN(40))
@@ -194,7 +197,7 @@ func TestWireProtoSchema(t *testing.T) {
 	fields := map[protoreflect.Name]protoreflect.FieldNumber{
 		"kind": 1, "call_id": 2, "grain_type": 3, "grain_key": 4, "method_id": 5, "payload": 6,
 		"placement_hint": 7, "budget_nanos": 8, "cancellable": 9, "timeout_nanos": 10,
-		"status": 11, "error": 12, "hops": 13, "from_silo": 14, "error_code": 15, "error_details": 16,
+		"status": 11, "error": 12, "hops": 13, "from_silo": 14, "error_code": 15, "error_details": 16, "moved_to": 17,
 	}
 	assert.Equal(t, len(fields), md.Fields().Len())
 	for name, num := range fields {

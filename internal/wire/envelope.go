@@ -87,6 +87,7 @@ const (
 	fieldFromSilo      protowire.Number = 14
 	fieldErrorCode     protowire.Number = 15
 	fieldErrorDetails  protowire.Number = 16
+	fieldMovedTo       protowire.Number = 17
 )
 
 // fieldTypes is the wire type of each known field, indexed by field number.
@@ -107,14 +108,20 @@ var fieldTypes = [...]protowire.Type{
 	fieldFromSilo:      protowire.VarintType,
 	fieldErrorCode:     protowire.VarintType,
 	fieldErrorDetails:  protowire.BytesType,
+	fieldMovedTo:       protowire.BytesType,
 }
 
 // tag is the one-byte tag of a field numbered below 16: every field but
-// ErrorDetails, which has a two-byte tag (detailsTag).
+// ErrorDetails and MovedTo, which have two-byte tags (detailsTag,
+// movedToTag).
 func tag(num protowire.Number, typ protowire.Type) byte { return byte(num)<<3 | byte(typ) }
 
-// detailsTag is the tag of field 16, length-delimited.
-var detailsTag = protowire.AppendTag(nil, fieldErrorDetails, protowire.BytesType)
+// detailsTag and movedToTag are the tags of fields 16 and 17,
+// length-delimited.
+var (
+	detailsTag = protowire.AppendTag(nil, fieldErrorDetails, protowire.BytesType)
+	movedToTag = protowire.AppendTag(nil, fieldMovedTo, protowire.BytesType)
+)
 
 // Envelope is one message on the wire. Which fields are meaningful depends on
 // Kind: a request uses the grain and call fields, a reply uses Status, Error and
@@ -139,6 +146,7 @@ type Envelope struct {
 	Error        string
 	ErrorCode    uint32   // the grain's own code, with StatusAppError
 	ErrorDetails [][]byte // encoded google.protobuf.Any values, with StatusAppError; alias the input after Unmarshal
+	MovedTo      string   // on a relayed reply: the silo that hosts the grain, when the sender thought otherwise
 }
 
 // Reset clears every field, dropping references to any decoded frame.
@@ -257,6 +265,11 @@ func (e *Envelope) appendTail(b []byte) []byte {
 		b = appendVarint(b, uint64(len(d)))
 		b = append(b, d...)
 	}
+	if e.MovedTo != "" {
+		b = append(b, movedToTag...)
+		b = appendVarint(b, uint64(len(e.MovedTo)))
+		b = append(b, e.MovedTo...)
+	}
 	return b
 }
 
@@ -365,7 +378,7 @@ func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
 				str = d.grainType(v, in)
 			case fieldGrainKey:
 				str = d.grainKey(v)
-			case fieldPlacementHint:
+			case fieldPlacementHint, fieldMovedTo:
 				str = in.lookup(v)
 			}
 			if str == "" { // not a string this side already knows: check it and copy it
@@ -386,6 +399,8 @@ func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
 				e.PlacementHint = str
 			case fieldError:
 				e.Error = str
+			case fieldMovedTo:
+				e.MovedTo = str
 			}
 		}
 		b = b[n:]

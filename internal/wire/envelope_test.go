@@ -35,6 +35,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		sampleRequest(),
 		{Kind: KindReply, CallID: 1, Status: StatusAppError, Error: "no quota", Payload: []byte{0}},
 		{Kind: KindReply, CallID: 2, Status: StatusAppError, Error: "not found", ErrorCode: 404, ErrorDetails: [][]byte{[]byte("a"), {}}},
+		{Kind: KindReply, CallID: 3, Payload: []byte{8, 1}, MovedTo: "silo-2"},
 		{Kind: KindCancel, CallID: 1<<64 - 1},
 		{Kind: -1, Status: -5, Budget: -1, Timeout: -time.Second},
 		{Kind: 16}, // a directory kind this version does not name

@@ -17,6 +17,7 @@ func FuzzEnvelopeUnmarshal(f *testing.F) {
 	f.Add(req.AppendTo(nil))
 	reply := Envelope{Kind: KindReply, CallID: 1, Status: StatusAppError, Error: "boom", Payload: []byte("x")}
 	f.Add(reply.AppendTo(nil))
+	f.Add((&Envelope{Kind: KindReply, CallID: 3, MovedTo: "silo-2"}).AppendTo(nil))
 	f.Add([]byte{})
 	f.Add([]byte{0x08, 0x03, 0x10, 0x05})                   // cancel
 	f.Add([]byte{0x0b, 0x08, 0x01, 0x0c, 0x10, 0x01})       // group, then a field
