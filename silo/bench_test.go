@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/silo"
+	"github.com/granary-go/granary/testcluster"
 )
 
 // benchSilo starts a silo and a client connected to its gateway over
@@ -162,6 +164,12 @@ func BenchmarkEcho(b *testing.B) {
 // timeWorkers runs n calls spread over workers goroutines (worker w calls
 // call(w)) and returns how long they took and the first error.
 func timeWorkers(workers, n int, call func(worker int) error) (time.Duration, error) {
+	return timeWorkersRecording(workers, n, call, nil)
+}
+
+// timeWorkersRecording is timeWorkers that also appends each call's
+// latency to record[worker], when record is not nil.
+func timeWorkersRecording(workers, n int, call func(worker int) error, record [][]time.Duration) (time.Duration, error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	start := time.Now()
@@ -174,9 +182,16 @@ func timeWorkers(workers, n int, call func(worker int) error) (time.Duration, er
 		go func() {
 			defer wg.Done()
 			for range count {
+				var t0 time.Time
+				if record != nil {
+					t0 = time.Now()
+				}
 				if err := call(w); err != nil {
 					errs <- err
 					return
+				}
+				if record != nil {
+					record[w] = append(record[w], time.Since(t0))
 				}
 			}
 		}()
@@ -185,6 +200,19 @@ func timeWorkers(workers, n int, call func(worker int) error) (time.Duration, er
 	elapsed := time.Since(start)
 	close(errs)
 	return elapsed, <-errs
+}
+
+// p99 returns the 99th percentile of the latencies recorded per worker.
+func p99(record [][]time.Duration) time.Duration {
+	var all []time.Duration
+	for _, r := range record {
+		all = append(all, r...)
+	}
+	if len(all) == 0 {
+		return 0
+	}
+	slices.Sort(all)
+	return all[len(all)*99/100]
 }
 
 // BenchmarkGrainToEchoRatio measures grain calls and the bare echo in
@@ -249,11 +277,12 @@ func BenchmarkGrainToEchoRatio(b *testing.B) {
 }
 
 // BenchmarkForwardedToEchoRatio measures, in alternating slices as
-// BenchmarkGrainToEchoRatio does, a client calling grains on the silo it
-// is connected to (direct), a client calling the same grains through
-// another silo's gateway, which relays each call (forwarded), and the bare
-// echo, and reports the forwarded call's throughput as ratios to the
-// other two.
+// BenchmarkGrainToEchoRatio does, on a two-silo cluster of the test kit: a
+// client calling grains on the silo it is connected to (direct), a client
+// calling the same grains through the other silo's gateway, which finds
+// them in its directory cache and relays each call (forwarded), and the
+// bare echo. It reports throughput and p99 of each, and the forwarded
+// call's throughput as ratios to the other two.
 func BenchmarkForwardedToEchoRatio(b *testing.B) {
 	const slice = 4096
 	for _, tc := range []struct {
@@ -262,11 +291,20 @@ func BenchmarkForwardedToEchoRatio(b *testing.B) {
 	}{{"hot-key-16", 1}, {"partitioned-16", 16}} {
 		b.Run(tc.name, func(b *testing.B) {
 			const workers = 16
-			p := startPair(b, false) // grains live on silo-1
-			direct := benchRefs(p.client(b, 1, client.Options{}), workers, tc.keys)
-			forwarded := benchRefs(p.client(b, 0, client.Options{}), workers, tc.keys)
-			ec := benchEcho(b)
+			c := testcluster.New(b, testcluster.Options{Silos: 2, Register: func(s *silo.Silo) error {
+				return testgrain.RegisterCounterGrain(s, testgrain.New(nil))
+			}})
+			clientOf := func(i int) *client.Client {
+				return c.NewClient(client.Options{Gateways: []string{c.Silo(i).GatewayAddr().String()}})
+			}
+			direct, forwarded := benchRefs(clientOf(1), workers, tc.keys), benchRefs(clientOf(0), workers, tc.keys)
 			ctx, in, payload := context.Background(), &testgrain.AddRequest{Delta: 1}, make([]byte, 48)
+			for _, ref := range direct {
+				if _, err := ref.Add(ctx, in, c.PlaceOn(1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ec := benchEcho(b)
 			kinds := []func(int) error{
 				func(w int) error { _, err := direct[w].Add(ctx, in); return err },
 				func(w int) error { _, err := forwarded[w].Add(ctx, in); return err },
@@ -277,6 +315,15 @@ func BenchmarkForwardedToEchoRatio(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			for _, ref := range direct {
+				if !c.Silo(1).Host().IsActive(ref.GrainID()) {
+					b.Fatalf("%s is not on silo 1", ref.GrainID())
+				}
+			}
+			var record [3][][]time.Duration
+			for i := range record {
+				record[i] = make([][]time.Duration, workers)
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			var took [3]time.Duration
@@ -284,7 +331,7 @@ func BenchmarkForwardedToEchoRatio(b *testing.B) {
 			for calls < b.N {
 				n := min(slice, b.N-calls)
 				for i, kind := range kinds {
-					d, err := timeWorkers(workers, n, kind)
+					d, err := timeWorkersRecording(workers, n, kind, record[i])
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -298,6 +345,10 @@ func BenchmarkForwardedToEchoRatio(b *testing.B) {
 			b.ReportMetric(float64(calls)/took[2].Seconds(), "echo-calls/s")
 			b.ReportMetric(took[0].Seconds()/took[1].Seconds(), "forwarded/direct")
 			b.ReportMetric(took[2].Seconds()/took[1].Seconds(), "forwarded/echo")
+			b.ReportMetric(took[2].Seconds()/took[0].Seconds(), "direct/echo")
+			for i, name := range []string{"direct", "forwarded", "echo"} {
+				b.ReportMetric(float64(p99(record[i]).Microseconds()), name+"-p99-µs")
+			}
 		})
 	}
 }
