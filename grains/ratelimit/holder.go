@@ -207,6 +207,21 @@ func holderFor[O Options](c proxy.Caller, key string, o O) *Holder[O] {
 	return h.(*Holder[O])
 }
 
+// ForKey returns a holder of the same algorithm for another key, through
+// the same caller, with the same bound options. The options are validated
+// and encoded once, when h is built, and shared: ForKey allocates only the
+// new holder, which is what code that makes a holder per request (HTTP
+// middleware, one limiter per client) wants.
+func (h *Holder[O]) ForKey(key string) *Holder[O] {
+	both := &struct {
+		holder Holder[O]
+		grain  grainRef
+	}{holder: *h}
+	both.grain = grainRef{ref: proxy.NewRef(h.grain.ref.Caller(), h.kind.grainType, key), release: h.kind.methods.release}
+	both.holder.grain = &both.grain
+	return &both.holder
+}
+
 // GrainID returns the identity of the limiter grain.
 func (h *Holder[O]) GrainID() actor.GrainID { return h.grain.ref.GrainID() }
 

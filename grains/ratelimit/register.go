@@ -34,34 +34,92 @@ func Register(r proxy.Registrar, defaults Defaults) error {
 	registrations.prune()
 	if key != nil {
 		if prev, ok := registrations.m[key]; ok {
-			if prev != defaults {
-				return fmt.Errorf("%w: %+v, now %+v", ErrRegistered, prev, defaults)
+			if prev.defaults != defaults {
+				return fmt.Errorf("%w: %+v, now %+v", ErrRegistered, prev.defaults, defaults)
 			}
 			return nil
 		}
 	}
+	counters := new(limitgrain.Counters)
 	if err := limitgrain.Register(r, limitgrain.Defaults{
 		Concurrency:   defaults.Concurrency,
 		FixedWindow:   defaults.FixedWindow,
 		SlidingWindow: defaults.SlidingWindow,
 		TokenBucket:   defaults.TokenBucket,
-	}); err != nil {
+	}, counters); err != nil {
 		return err
 	}
 	if key != nil {
-		registrations.m[key] = defaults
+		registrations.m[key] = registration{defaults: defaults, counters: counters}
 	}
 	return nil
+}
+
+// AcquisitionStats counts what the limiter grains of one silo answered to
+// acquisitions since Register, for the silo's metrics. A concurrency
+// acquire and its release count once; releases, statistics and
+// configuration calls are not acquisitions.
+type AcquisitionStats struct {
+	// Granted counts acquisitions answered with an acquired lease, at once
+	// or after a wait.
+	Granted uint64
+	// Rejected counts acquisitions answered with a rejected lease: the
+	// limit was reached, the queue was full or disabled, a newer waiter
+	// evicted them (NewestFirst), or the grain deactivated while they
+	// waited.
+	Rejected uint64
+	// Queued counts acquisitions that had to wait, in the limiter's queue
+	// or behind a configuration change; each also ends as granted,
+	// rejected, expired or cancelled.
+	Queued uint64
+	// Expired counts acquisitions whose budget ran out while they waited
+	// (the reason "Lease not acquired").
+	Expired uint64
+	// Cancelled counts acquisitions whose caller cancelled while they
+	// waited.
+	Cancelled uint64
+	// Waiting is the queue depth now: the calls the silo's limiter grains
+	// hold, queued acquisitions and configuration changes, resets and
+	// deletes waiting their turn.
+	Waiting int64
+}
+
+// SiloStats returns the acquisition counters of the limiter grains that
+// Register registered on r, and false when Register never did. Reading
+// them costs a few atomic loads; the grains pay one atomic add per
+// outcome, so a metrics exporter may read them as often as it likes.
+func SiloStats(r proxy.Registrar) (AcquisitionStats, bool) {
+	key := registrarKey(r)
+	if key == nil {
+		return AcquisitionStats{}, false
+	}
+	registrations.Lock()
+	reg, ok := registrations.m[key]
+	registrations.Unlock()
+	if !ok {
+		return AcquisitionStats{}, false
+	}
+	s := reg.counters.Snapshot()
+	return AcquisitionStats{
+		Granted: s.Granted, Rejected: s.Rejected, Queued: s.Queued,
+		Expired: s.Expired, Cancelled: s.Cancelled, Waiting: s.Waiting,
+	}, true
 }
 
 // registrations remembers which registrars Register has served, so that
 // it never registers twice. Registrars held by pointer (a *silo.Silo) are
 // remembered by weak pointer, so that a stopped silo can be collected.
-var registrations = registry{m: make(map[any]Defaults)}
+var registrations = registry{m: make(map[any]registration)}
 
 type registry struct {
 	sync.Mutex
-	m map[any]Defaults
+	m map[any]registration
+}
+
+// registration is what Register did for one registrar.
+type registration struct {
+	defaults Defaults
+	counters *limitgrain.Counters
 }
 
 // pointerKey is the key of a registrar held by pointer.

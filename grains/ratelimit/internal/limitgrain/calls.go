@@ -80,6 +80,10 @@ func (g *grain[O, P, R]) keep(c *call[O], now time.Time) {
 		panic(err)
 	}
 	c.reply = d
+	g.counters.waiting.Add(1)
+	if c.kind.acquires() {
+		g.counters.queued.Add(1)
+	}
 	if deadline, ok := d.Deadline(); ok {
 		c.deadline = deadline
 		c.timer = g.act.AfterFunc(deadline.Sub(now), func() { g.expire(c) })
@@ -111,6 +115,9 @@ func (g *grain[O, P, R]) unhold(i int) *call[O] {
 // answer sends c's reply and stops its deadline. reply must be nil or a
 // non-nil message.
 func (g *grain[O, P, R]) answer(c *call[O], reply proto.Message, err error) {
+	if !c.done {
+		g.counters.waiting.Add(-1)
+	}
 	c.done = true
 	if c.timer != nil {
 		c.timer.Stop()
@@ -157,8 +164,12 @@ func (g *grain[O, P, R]) giveUp(c *call[O]) {
 func (g *grain[O, P, R]) answerGivenUp(c *call[O]) {
 	switch {
 	case c.end == endCancelled:
+		if c.kind.acquires() {
+			g.counters.cancelled.Add(1)
+		}
 		g.answer(c, nil, context.Canceled)
 	case c.kind.acquires():
+		g.counters.expired.Add(1)
 		g.answer(c, g.notAcquiredReply(), nil)
 	default:
 		g.answer(c, nil, errWaitExpired)
@@ -197,6 +208,7 @@ func (g *grain[O, P, R]) finish(w *limiter.Waiter, now time.Time) {
 		switch {
 		case c.cancelled():
 			g.giveBack(lease, now)
+			g.counters.cancelled.Add(1)
 			g.answer(c, nil, context.Canceled)
 		case c.expired(now) && g.releaser != nil:
 			// The caller's budget has run out, so it may be gone: a
@@ -205,6 +217,7 @@ func (g *grain[O, P, R]) finish(w *limiter.Waiter, now time.Time) {
 			// either way, and the caller still waits out its response
 			// timeout, so it gets the lease.
 			g.giveBack(lease, now)
+			g.counters.expired.Add(1)
 			g.answer(c, g.notAcquiredReply(), nil)
 		default:
 			g.answer(c, g.leaseReply(lease), nil)
@@ -212,6 +225,7 @@ func (g *grain[O, P, R]) finish(w *limiter.Waiter, now time.Time) {
 	case limiter.OutcomeCanceled:
 		g.answerGivenUp(c)
 	case limiter.OutcomeClosed:
+		g.counters.rejected.Add(1)
 		g.answer(c, g.notAcquiredReply(), nil)
 	default: // evicted by a newer waiter
 		g.answer(c, g.rejectedReply(w.Lease()), nil)

@@ -56,7 +56,7 @@ func FuzzRestoringStoredState(f *testing.F) {
 // snapshot seeds the corpus.
 func seedGrain[O comparable, P proto.Message, R acquireRequest[P]](f *testing.F, alg *algorithm[O, P], defaults O) interface{ SaveState() ([]byte, error) } {
 	rt := &fakeRuntime{now: epoch, budget: time.Second}
-	g := newGrain[O, P, R](alg, defaults)
+	g := newGrain[O, P, R](alg, defaults, nil)
 	rt.save = g.SaveState
 	g.start(rt)
 	if _, err := g.Acquire(context.Background(), &pb.AcquireRequest{Permits: 3}); err != nil {
@@ -68,7 +68,7 @@ func seedGrain[O comparable, P proto.Message, R acquireRequest[P]](f *testing.F,
 func fuzzRestore[O comparable, P proto.Message, R acquireRequest[P]](t *testing.T, alg *algorithm[O, P], defaults O, grainType string, data []byte) {
 	rt := newRuntime(t, grainType)
 	rt.now = epoch.Add(1500 * time.Millisecond)
-	g := newGrain[O, P, R](alg, defaults)
+	g := newGrain[O, P, R](alg, defaults, nil)
 	rt.save = g.SaveState
 	if err := g.LoadState(data); err != nil {
 		return

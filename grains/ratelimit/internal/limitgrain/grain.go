@@ -48,6 +48,7 @@ type acquireRequest[P any] interface {
 type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	alg      *algorithm[O, P]
 	defaults O
+	counters *Counters // the silo's, shared by all its limiter grains
 
 	act    runtime
 	wireID *pb.GrainId // shared by the replies that carry it, never modified
@@ -74,8 +75,13 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	onTick func()
 }
 
-func newGrain[O comparable, P proto.Message, R acquireRequest[P]](alg *algorithm[O, P], defaults O) *grain[O, P, R] {
-	return &grain[O, P, R]{alg: alg, defaults: defaults}
+// newGrain returns a grain that counts its acquisitions in counters (nil:
+// counters of its own).
+func newGrain[O comparable, P proto.Message, R acquireRequest[P]](alg *algorithm[O, P], defaults O, counters *Counters) *grain[O, P, R] {
+	if counters == nil {
+		counters = new(Counters)
+	}
+	return &grain[O, P, R]{alg: alg, defaults: defaults, counters: counters}
 }
 
 // OnActivate restores the stored state, if any, by the restore rules of the
@@ -115,6 +121,7 @@ func (g *grain[O, P, R]) OnDeactivate(context.Context, *actor.Context) error {
 	g.completed = nil
 	for _, c := range held {
 		if c.kind.acquires() {
+			g.counters.rejected.Add(1)
 			g.answer(c, g.notAcquiredReply(), nil)
 		} else {
 			g.answer(c, nil, actor.ErrDeactivated)
@@ -430,6 +437,7 @@ func (g *grain[O, P, R]) leaseReply(l limiter.Lease) *pb.LeaseMetadata {
 	if !l.Acquired() {
 		return g.rejectedReply(l)
 	}
+	g.counters.granted.Add(1)
 	md := &pb.LeaseMetadata{Acquired: true, LeaseId: g.newLeaseID()}
 	if g.releaser != nil && l.Permits() > 0 {
 		g.leases[md.LeaseId] = l.Permits()
@@ -449,6 +457,7 @@ var (
 // rejectedReply carries a failed lease's metadata: RETRY_AFTER for the
 // time-based limiters, the reason for a full concurrency queue.
 func (g *grain[O, P, R]) rejectedReply(l limiter.Lease) *pb.LeaseMetadata {
+	g.counters.rejected.Add(1)
 	md := &pb.LeaseMetadata{ReleaseOptional: true}
 	if d, ok := l.RetryAfter(); ok {
 		md.Metadata = []*pb.MetadataEntry{{Name: contract.MetadataRetryAfter, Value: d.String()}}

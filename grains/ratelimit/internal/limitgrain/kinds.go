@@ -98,24 +98,28 @@ var (
 )
 
 // Register registers the four limiter grain types on r with the given
-// defaults.
-func Register(r proxy.Registrar, d Defaults) error {
+// defaults; their acquisitions are counted in counters (nil: not counted
+// anywhere the caller can read).
+func Register(r proxy.Registrar, d Defaults, counters *Counters) error {
+	if counters == nil {
+		counters = new(Counters)
+	}
 	if err := pb.RegisterConcurrencyLimiterGrain(r, func(actor.GrainID) pb.ConcurrencyLimiterGrain {
-		return newGrain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest](concurrency, d.Concurrency)
+		return newGrain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest](concurrency, d.Concurrency, counters)
 	}); err != nil {
 		return err
 	}
 	if err := pb.RegisterFixedWindowLimiterGrain(r, func(actor.GrainID) pb.FixedWindowLimiterGrain {
-		return newGrain[limiter.FixedWindowOptions, *pb.FixedWindowOptions, *pb.FixedWindowAcquireRequest](fixedWindow, d.FixedWindow)
+		return newGrain[limiter.FixedWindowOptions, *pb.FixedWindowOptions, *pb.FixedWindowAcquireRequest](fixedWindow, d.FixedWindow, counters)
 	}); err != nil {
 		return err
 	}
 	if err := pb.RegisterSlidingWindowLimiterGrain(r, func(actor.GrainID) pb.SlidingWindowLimiterGrain {
-		return newGrain[limiter.SlidingWindowOptions, *pb.SlidingWindowOptions, *pb.SlidingWindowAcquireRequest](slidingWindow, d.SlidingWindow)
+		return newGrain[limiter.SlidingWindowOptions, *pb.SlidingWindowOptions, *pb.SlidingWindowAcquireRequest](slidingWindow, d.SlidingWindow, counters)
 	}); err != nil {
 		return err
 	}
 	return pb.RegisterTokenBucketLimiterGrain(r, func(actor.GrainID) pb.TokenBucketLimiterGrain {
-		return newGrain[limiter.TokenBucketOptions, *pb.TokenBucketOptions, *pb.TokenBucketAcquireRequest](tokenBucket, d.TokenBucket)
+		return newGrain[limiter.TokenBucketOptions, *pb.TokenBucketOptions, *pb.TokenBucketAcquireRequest](tokenBucket, d.TokenBucket, counters)
 	})
 }

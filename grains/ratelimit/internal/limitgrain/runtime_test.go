@@ -231,7 +231,7 @@ type (
 
 func startGrain[O comparable, P proto.Message, R acquireRequest[P]](f *fakeRuntime, alg *algorithm[O, P], defaults O, state []byte) *grain[O, P, R] {
 	f.t.Helper()
-	g := newGrain[O, P, R](alg, defaults)
+	g := newGrain[O, P, R](alg, defaults, nil)
 	f.save = g.SaveState
 	if state != nil {
 		require.NoError(f.t, g.LoadState(state))

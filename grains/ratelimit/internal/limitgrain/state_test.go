@@ -173,6 +173,6 @@ func TestStoredOptionsThatNoLongerValidateFallBackToTheDefaults(t *testing.T) {
 }
 
 func TestCorruptStateFailsTheActivation(t *testing.T) {
-	g := newGrain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest](concurrency, twoPermits)
+	g := newGrain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest](concurrency, twoPermits, nil)
 	assert.Error(t, g.LoadState([]byte{0xff}))
 }
