@@ -13,6 +13,7 @@ import (
 
 	"github.com/granary-go/granary/examples/counter"
 	"github.com/granary-go/granary/grains/ratelimit"
+	"github.com/granary-go/granary/internal/metrics"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -84,15 +85,15 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	log.Info("grain state store", "store", store.describe)
 
 	siloOpts := []silo.Option{silo.WithLogger(log), silo.WithStore(store.Store)}
-	var metrics *prometheusMetrics
+	var prom *prometheusMetrics
 	if cfg.flags.http != "none" {
 		// Without an HTTP port nobody could scrape the metrics, so the
 		// silo gets no meter provider and times no calls.
-		if metrics, err = newPrometheusMetrics(); err != nil {
+		if prom, err = newPrometheusMetrics(); err != nil {
 			return err
 		}
-		defer func() { _ = metrics.provider.Shutdown(context.Background()) }()
-		siloOpts = append(siloOpts, silo.WithMeterProvider(metrics.provider))
+		defer func() { _ = prom.provider.Shutdown(context.Background()) }()
+		siloOpts = append(siloOpts, silo.WithMeterProvider(prom.provider))
 	}
 	s, err := silo.New(cfg.silo, siloOpts...)
 	if err != nil {
@@ -104,15 +105,22 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	if err := ratelimit.Register(s, cfg.limits.defaults); err != nil {
 		return err
 	}
+	if prom != nil {
+		limiters, err := metrics.RegisterAcquisitions(prom.provider, s.Name(), func() metrics.Acquisitions { return acquisitions(s) })
+		if err != nil {
+			return err
+		}
+		defer func() { _ = limiters.Close() }()
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ready := &readiness{silo: s}
 	var port *httpPort
-	if metrics != nil {
+	if prom != nil {
 		// Listening before the silo starts: /healthz answers and /readyz
 		// says "starting" while the silo joins its cluster.
-		mux := newMux(serviceAPI(s.Caller(), cfg.limits.configs), ready, metrics.handler)
+		mux := newMux(serviceAPI(s.Caller(), cfg.limits.configs), ready, prom.handler)
 		if port, err = listenHTTP(cfg.flags.http, mux, log); err != nil {
 			return err
 		}
@@ -156,6 +164,15 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	}
 	fmt.Fprintln(stdout, "stopped")
 	return nil
+}
+
+// acquisitions reads the silo's limiter counters for the metrics bridge.
+func acquisitions(s *silo.Silo) metrics.Acquisitions {
+	st, _ := ratelimit.SiloStats(s) // registered before the HTTP port serves
+	return metrics.Acquisitions{
+		Granted: st.Granted, Rejected: st.Rejected, Expired: st.Expired, Cancelled: st.Cancelled,
+		Queued: st.Queued, Waiting: st.Waiting,
+	}
 }
 
 // describeHTTP says where the HTTP port listens, for the startup line.

@@ -74,10 +74,14 @@ type Instrument struct {
 	observe func(st *Stats, emit emit)
 }
 
-// Instruments lists every instrument the bridge reports, the call
-// duration histogram last.
+// Instruments lists every instrument the bridge reports: the silo's, the
+// call duration histogram, the limiters'.
 func Instruments() []Instrument {
-	return append(append([]Instrument(nil), observed...), callDuration)
+	out := append(append([]Instrument(nil), observed...), callDuration)
+	for _, in := range acquisitionInstruments {
+		out = append(out, in.Instrument)
+	}
+	return out
 }
 
 // CallDurationName is the name of the call duration histogram.
@@ -244,25 +248,16 @@ func Register(mp metric.MeterProvider, silo string, read func() Stats) (*Silo, e
 	instruments := make([]metric.Int64Observable, len(observed))
 	observables := make([]metric.Observable, len(observed))
 	for i, in := range observed {
-		var inst metric.Int64Observable
-		switch in.kind {
-		case counter:
-			inst, err = meter.Int64ObservableCounter(in.Name, metric.WithUnit(in.Unit), metric.WithDescription(in.Description))
-		default:
-			inst, err = meter.Int64ObservableUpDownCounter(in.Name, metric.WithUnit(in.Unit), metric.WithDescription(in.Description))
-		}
+		inst, err := newObservable(meter, in)
 		if err != nil {
-			return nil, fmt.Errorf("metrics: %s: %w", in.Name, err)
+			return nil, err
 		}
 		instruments[i], observables[i] = inst, inst
 	}
 	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := read()
 		for i, in := range observed {
-			inst := instruments[i]
-			in.observe(&st, func(v int64, attrs ...attribute.KeyValue) {
-				o.ObserveInt64(inst, v, metric.WithAttributes(append(attrs, m.silo)...))
-			})
+			in.observe(&st, observeWith(o, instruments[i], m.silo))
 		}
 		return nil
 	}, observables...)
@@ -270,6 +265,32 @@ func Register(mp metric.MeterProvider, silo string, read func() Stats) (*Silo, e
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	return m, nil
+}
+
+// newObservable creates the asynchronous instrument in describes.
+func newObservable(meter metric.Meter, in Instrument) (metric.Int64Observable, error) {
+	var (
+		inst metric.Int64Observable
+		err  error
+	)
+	switch in.kind {
+	case counter:
+		inst, err = meter.Int64ObservableCounter(in.Name, metric.WithUnit(in.Unit), metric.WithDescription(in.Description))
+	default:
+		inst, err = meter.Int64ObservableUpDownCounter(in.Name, metric.WithUnit(in.Unit), metric.WithDescription(in.Description))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %s: %w", in.Name, err)
+	}
+	return inst, nil
+}
+
+// observeWith returns the emit function of one instrument in one
+// collection: it adds the silo's attribute to each value's.
+func observeWith(o metric.Observer, inst metric.Int64Observable, silo attribute.KeyValue) emit {
+	return func(v int64, attrs ...attribute.KeyValue) {
+		o.ObserveInt64(inst, v, metric.WithAttributes(append(attrs, silo)...))
+	}
 }
 
 // CallObserver returns the host's observer of one method's calls: it

@@ -159,3 +159,23 @@ func TestCallObserverRecordsDurations(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { observe(host.OutcomeOK, time.Millisecond) })
 	assert.Zero(t, allocs, "a recorded call allocates nothing")
 }
+
+// The limiters' acquisitions are reported by result, with the queued ones
+// and the queue depth beside them.
+func TestAcquisitionsReportedByResult(t *testing.T) {
+	r, mp := newReader(t)
+	l, err := RegisterAcquisitions(mp, "s1", func() Acquisitions {
+		return Acquisitions{Granted: 5, Rejected: 3, Expired: 2, Cancelled: 1, Queued: 4, Waiting: 2}
+	})
+	require.NoError(t, err)
+	got := collect(t, r)
+	assert.Equal(t, map[string]int64{
+		"result=granted,silo=s1": 5, "result=rejected,silo=s1": 3, "result=expired,silo=s1": 2, "result=cancelled,silo=s1": 1,
+	}, points(t, got["granary.ratelimit.acquisitions"]))
+	assert.Equal(t, map[string]int64{"silo=s1": 4}, points(t, got["granary.ratelimit.acquisitions.queued"]))
+	assert.Equal(t, map[string]int64{"silo=s1": 2}, points(t, got["granary.ratelimit.queue.depth"]))
+	assert.False(t, got["granary.ratelimit.queue.depth"].Data.(metricdata.Sum[int64]).IsMonotonic)
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close())
+	assert.Empty(t, collect(t, r), "nothing once closed")
+}
