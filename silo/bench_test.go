@@ -16,9 +16,9 @@ import (
 
 // benchSilo starts a silo and a client connected to its gateway over
 // loopback.
-func benchSilo(b *testing.B) (*silo.Silo, *client.Client) {
+func benchSilo(b *testing.B, opts ...silo.Option) (*silo.Silo, *client.Client) {
 	b.Helper()
-	s, err := silo.New(silo.Options{GatewayAddress: "127.0.0.1:0", Name: "bench"}, silo.WithLogger(quiet))
+	s, err := silo.New(silo.Options{GatewayAddress: "127.0.0.1:0", Name: "bench"}, append([]silo.Option{silo.WithLogger(quiet)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
