@@ -5,7 +5,6 @@ import (
 	"flag"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,11 +46,7 @@ func TestHelpExitsZero(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "granary")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
-	out, err := exec.Command(bin, "-h").CombinedOutput()
+	out, err := exec.Command(buildBinary(t), "-h").CombinedOutput()
 	require.NoError(t, err, "granary -h exits 0:\n%s", out)
 	require.Contains(t, string(out), "usage: granary [flags]")
 }

@@ -22,7 +22,12 @@ func TestMain(m *testing.M) {
 	if err := os.Setenv("GRANARY_HTTP", "127.0.0.1:0"); err != nil {
 		panic(err)
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binary.dir != "" {
+			_ = os.RemoveAll(binary.dir)
+		}
+		os.Exit(code)
+	}))
 }
 
 func TestRunServesUntilCancelled(t *testing.T) {
