@@ -3,6 +3,7 @@ module github.com/granary-go/granary
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/go-redis/redis_rate/v10 v10.0.1

@@ -1,0 +1,380 @@
+package ratelimitapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/granary-go/granary/grains/ratelimit"
+	"github.com/granary-go/granary/grains/ratelimit/internal/retryafter"
+	"github.com/granary-go/granary/grains/ratelimit/limiter"
+	apiv1 "github.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1"
+	"github.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1/ratelimitv1connect"
+	"github.com/granary-go/granary/proxy"
+)
+
+// Errors of the service's own checks, answered as connect codes.
+var (
+	// ErrInvalidOptions is wrapped by every problem Options.Validate
+	// reports.
+	ErrInvalidOptions = errors.New("ratelimitapi: invalid options")
+	// errInvalid answers a request that makes no sense (InvalidArgument).
+	errInvalid = errors.New("ratelimitapi: invalid request")
+	// errChangesDisabled answers a change with Options.DisableChanges
+	// (PermissionDenied).
+	errChangesDisabled = errors.New("ratelimitapi: changes are disabled on this server")
+)
+
+// compressMinBytes is the smallest reply the service compresses, when
+// its client accepts compression.
+const compressMinBytes = 1024
+
+// Defaults of Options.
+const (
+	// DefaultMaxKeyBytes bounds a limiter key.
+	DefaultMaxKeyBytes = 512
+	// DefaultMaxRequestBytes bounds a request message.
+	DefaultMaxRequestBytes = 64 << 10
+)
+
+// Options configure the service.
+type Options struct {
+	// MaxKeyBytes is the longest limiter key a request may name, in bytes.
+	// Default DefaultMaxKeyBytes.
+	MaxKeyBytes int
+	// MaxRequestBytes is the largest request message the service reads,
+	// before decompression is counted. Default DefaultMaxRequestBytes.
+	MaxRequestBytes int
+	// DisableChanges refuses, with PermissionDenied, every call that
+	// changes a limiter's options or quota from outside: Configure, Reset,
+	// DeleteState, TryReplenish, and Acquire with explicit options.
+	// Acquisitions under the limiters' current options or under the
+	// server's named configurations still work. Default false: every call
+	// is served, so put the service behind whatever authenticates its
+	// callers (see WithHandlerOptions for interceptors).
+	DisableChanges bool
+}
+
+// EnsureDefaults fills the fields left zero with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.MaxKeyBytes == 0 {
+		o.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if o.MaxRequestBytes == 0 {
+		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+}
+
+// Validate reports every invalid field.
+func (o Options) Validate() error {
+	var errs []error
+	if o.MaxKeyBytes < 0 {
+		errs = append(errs, fmt.Errorf("%w: MaxKeyBytes %d is negative", ErrInvalidOptions, o.MaxKeyBytes))
+	}
+	if o.MaxRequestBytes < 0 {
+		errs = append(errs, fmt.Errorf("%w: MaxRequestBytes %d is negative", ErrInvalidOptions, o.MaxRequestBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// Option changes how the handler is built: injected behaviour.
+type Option func(*deps)
+
+type deps struct {
+	handlerOptions []connect.HandlerOption
+}
+
+// WithHandlerOptions adds connect handler options, such as interceptors
+// that authenticate callers or record metrics.
+func WithHandlerOptions(opts ...connect.HandlerOption) Option {
+	return func(d *deps) { d.handlerOptions = append(d.handlerOptions, opts...) }
+}
+
+// NewHandler returns the service for callers in any language: every
+// method of ratelimitv1.RateLimitService over gRPC, gRPC-Web and the
+// Connect protocol (HTTP/JSON and HTTP/protobuf), and the path to mount
+// it at. Calls reach the limiter grains through caller (a silo's own
+// caller, or a client of a gateway); configs are the named configurations
+// requests may name (nil: none). Each call's context, with the deadline
+// its client sent, is the grain call's: a client that goes away cancels a
+// queued acquisition, and a deadline bounds its budget. gRPC needs
+// HTTP/2: serve the handler with TLS, or enable unencrypted HTTP/2
+// (http.Server.Protocols). NewHandler does no I/O.
+func NewHandler(caller proxy.Caller, configs *ratelimit.Configs, opts Options, optFns ...Option) (string, http.Handler, error) {
+	var d deps
+	for _, f := range optFns {
+		f(&d)
+	}
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return "", nil, err
+	}
+	if caller == nil {
+		return "", nil, fmt.Errorf("%w: no caller", ErrInvalidOptions)
+	}
+	svc := &service{caller: caller, configs: configs, opts: opts}
+	handlerOpts := append([]connect.HandlerOption{
+		connect.WithReadMaxBytes(opts.MaxRequestBytes),
+		// Compressing replies of a few dozen bytes costs more than it
+		// saves: gzip's set-up was a third of the server's time.
+		connect.WithCompressMinBytes(compressMinBytes),
+	}, d.handlerOptions...)
+	path, h := ratelimitv1connect.NewRateLimitServiceHandler(svc, handlerOpts...)
+	return path, h, nil
+}
+
+// service implements the RateLimitService on the holders of package
+// ratelimit.
+type service struct {
+	caller  proxy.Caller
+	configs *ratelimit.Configs
+	opts    Options
+}
+
+var _ ratelimitv1connect.RateLimitServiceHandler = (*service)(nil)
+
+// limiterOf checks a request's algorithm and key and returns the
+// algorithm.
+func (s *service) limiterOf(a apiv1.Algorithm, key string) (algorithm, error) {
+	switch {
+	case key == "":
+		return nil, fmt.Errorf("%w: no key", errInvalid)
+	case len(key) > s.opts.MaxKeyBytes:
+		return nil, fmt.Errorf("%w: a key of %d bytes, more than %d", errInvalid, len(key), s.opts.MaxKeyBytes)
+	}
+	alg, ok := algorithms[a]
+	if !ok {
+		return nil, fmt.Errorf("%w: algorithm %v", errInvalid, a)
+	}
+	return alg, nil
+}
+
+// withOptions resolves a request's algorithm, key, configuration name and
+// explicit options: the algorithm (said, or implied by the options or the
+// configuration) and the options to apply, nil for none.
+func (s *service) withOptions(a apiv1.Algorithm, key, config string, o *apiv1.Options) (algorithm, *apiv1.Options, error) {
+	switch {
+	case config != "" && o != nil:
+		return nil, nil, fmt.Errorf("%w: config and options both given", errInvalid)
+	case o != nil:
+		implied, ok := algorithmOf(o)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: options name no algorithm", errInvalid)
+		}
+		if a != apiv1.Algorithm_ALGORITHM_UNSPECIFIED && a != implied {
+			return nil, nil, fmt.Errorf("%w: %v options for a %v limiter", errInvalid, implied, a)
+		}
+		if s.opts.DisableChanges {
+			return nil, nil, fmt.Errorf("%w: explicit options", errChangesDisabled)
+		}
+		if err := checkOptions(o); err != nil {
+			return nil, nil, err
+		}
+		alg, err := s.limiterOf(implied, key)
+		return alg, o, err
+	case config != "":
+		var found []apiv1.Algorithm
+		var options *apiv1.Options
+		for name, alg := range algorithms {
+			if a != apiv1.Algorithm_ALGORITHM_UNSPECIFIED && a != name {
+				continue
+			}
+			if named, ok := alg.named(s.configs, config); ok {
+				found, options = append(found, name), named
+			}
+		}
+		switch len(found) {
+		case 0:
+			return nil, nil, fmt.Errorf("%w: %q", ratelimit.ErrConfigNotFound, config)
+		case 1:
+			alg, err := s.limiterOf(found[0], key)
+			return alg, options, err
+		}
+		return nil, nil, fmt.Errorf("%w: %q; say which algorithm", ratelimit.ErrAmbiguousConfig, config)
+	}
+	alg, err := s.limiterOf(a, key)
+	return alg, nil, err
+}
+
+// change refuses a change when changes are disabled.
+func (s *service) change(what string) error {
+	if s.opts.DisableChanges {
+		return fmt.Errorf("%w: %s", errChangesDisabled, what)
+	}
+	return nil
+}
+
+// Acquire takes permits; a rejection is a response whose acquired is
+// false, with a Retry-After header.
+func (s *service) Acquire(ctx context.Context, req *connect.Request[apiv1.AcquireRequest]) (*connect.Response[apiv1.AcquireResponse], error) {
+	m := req.Msg
+	alg, o, err := s.withOptions(m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
+	if err != nil {
+		return nil, codeOf(err)
+	}
+	permits := int64(1)
+	if m.Permits != nil {
+		permits = m.GetPermits()
+	}
+	lease, err := alg.acquire(ctx, s.caller, m.GetKey(), permits, o)
+	if err != nil {
+		return nil, codeOf(err)
+	}
+	out := &apiv1.AcquireResponse{
+		Acquired:        lease.Acquired(),
+		LeaseId:         lease.ID(),
+		ReleaseOptional: lease.ReleaseOptional(),
+		Reason:          lease.Reason(),
+	}
+	if d := lease.RetryAfter(); d > 0 {
+		out.RetryAfter = durationpb.New(d)
+	}
+	for name, value := range lease.Metadata() {
+		if out.Metadata == nil {
+			out.Metadata = make(map[string]string, 2)
+		}
+		out.Metadata[name] = value
+	}
+	resp := connect.NewResponse(out)
+	if !lease.Acquired() {
+		resp.Header().Set("Retry-After", strconv.FormatInt(retryafter.Seconds(lease.RetryAfter()), 10))
+	}
+	return resp, nil
+}
+
+// Release gives a concurrency lease's permits back.
+func (s *service) Release(ctx context.Context, req *connect.Request[apiv1.ReleaseRequest]) (*connect.Response[apiv1.ReleaseResponse], error) {
+	alg, err := s.limiterOf(req.Msg.GetAlgorithm(), req.Msg.GetKey())
+	if err != nil {
+		return nil, codeOf(err)
+	}
+	released, err := alg.release(ctx, s.caller, req.Msg.GetKey(), req.Msg.GetLeaseId())
+	if err != nil {
+		return nil, codeOf(err)
+	}
+	return connect.NewResponse(&apiv1.ReleaseResponse{Released: released}), nil
+}
+
+// Statistics returns a limiter's counters.
+func (s *service) Statistics(ctx context.Context, req *connect.Request[apiv1.StatisticsRequest]) (*connect.Response[apiv1.StatisticsResponse], error) {
+	alg, err := s.limiterOf(req.Msg.GetAlgorithm(), req.Msg.GetKey())
+	if err != nil {
+		return nil, codeOf(err)
+	}
+	st, err := alg.limiter(s.caller, req.Msg.GetKey()).Statistics(ctx)
+	if err != nil {
+		return nil, codeOf(err)
+	}
+	return connect.NewResponse(&apiv1.StatisticsResponse{
+		AvailablePermits:      st.AvailablePermits,
+		QueuedPermits:         st.QueuedPermits,
+		TotalFailedLeases:     st.TotalFailedLeases,
+		TotalSuccessfulLeases: st.TotalSuccessfulLeases,
+		ActiveLeases:          st.ActiveLeases,
+		WaitingCalls:          st.WaitingCalls,
+	}), nil
+}
+
+// Configure replaces a limiter's options.
+func (s *service) Configure(ctx context.Context, req *connect.Request[apiv1.ConfigureRequest]) (*connect.Response[apiv1.ConfigureResponse], error) {
+	m := req.Msg
+	if err := s.change("Configure"); err != nil {
+		return nil, codeOf(err)
+	}
+	alg, o, err := s.withOptions(m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
+	if err != nil {
+		return nil, codeOf(err)
+	}
+	if o == nil {
+		return nil, codeOf(fmt.Errorf("%w: Configure needs config or options", errInvalid))
+	}
+	if err := alg.configure(ctx, s.caller, m.GetKey(), o); err != nil {
+		return nil, codeOf(err)
+	}
+	return connect.NewResponse(&apiv1.ConfigureResponse{}), nil
+}
+
+// GetConfiguration returns a limiter's current options.
+func (s *service) GetConfiguration(ctx context.Context, req *connect.Request[apiv1.GetConfigurationRequest]) (*connect.Response[apiv1.GetConfigurationResponse], error) {
+	alg, err := s.limiterOf(req.Msg.GetAlgorithm(), req.Msg.GetKey())
+	if err != nil {
+		return nil, codeOf(err)
+	}
+	o, err := alg.configuration(ctx, s.caller, req.Msg.GetKey())
+	if err != nil {
+		return nil, codeOf(err)
+	}
+	return connect.NewResponse(&apiv1.GetConfigurationResponse{Options: o}), nil
+}
+
+// Reset gives a limiter its full quota back.
+func (s *service) Reset(ctx context.Context, req *connect.Request[apiv1.ResetRequest]) (*connect.Response[apiv1.ResetResponse], error) {
+	if err := s.limiterCall(ctx, "Reset", req.Msg.GetAlgorithm(), req.Msg.GetKey(), ratelimit.Limiter.Reset); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&apiv1.ResetResponse{}), nil
+}
+
+// DeleteState clears a limiter's stored state.
+func (s *service) DeleteState(ctx context.Context, req *connect.Request[apiv1.DeleteStateRequest]) (*connect.Response[apiv1.DeleteStateResponse], error) {
+	if err := s.limiterCall(ctx, "DeleteState", req.Msg.GetAlgorithm(), req.Msg.GetKey(), ratelimit.Limiter.DeleteState); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&apiv1.DeleteStateResponse{}), nil
+}
+
+// TryReplenish runs one manual replenishment.
+func (s *service) TryReplenish(ctx context.Context, req *connect.Request[apiv1.TryReplenishRequest]) (*connect.Response[apiv1.TryReplenishResponse], error) {
+	var replenished bool
+	err := s.limiterCall(ctx, "TryReplenish", req.Msg.GetAlgorithm(), req.Msg.GetKey(), func(l ratelimit.Limiter, ctx context.Context) error {
+		var err error
+		replenished, err = l.TryReplenish(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&apiv1.TryReplenishResponse{Replenished: replenished}), nil
+}
+
+// limiterCall runs a change on the limiter a request names.
+func (s *service) limiterCall(ctx context.Context, what string, a apiv1.Algorithm, key string, call func(ratelimit.Limiter, context.Context) error) error {
+	if err := s.change(what); err != nil {
+		return codeOf(err)
+	}
+	alg, err := s.limiterOf(a, key)
+	if err != nil {
+		return codeOf(err)
+	}
+	if err := call(alg.limiter(s.caller, key), ctx); err != nil {
+		return codeOf(err)
+	}
+	return nil
+}
+
+// codeOf gives err the connect code a caller can act on.
+func codeOf(err error) error {
+	code := connect.CodeUnknown
+	switch {
+	case errors.Is(err, errInvalid), errors.Is(err, limiter.ErrInvalidOptions),
+		errors.Is(err, ratelimit.ErrNegativeCount), errors.Is(err, ratelimit.ErrCountExceedsLimit),
+		errors.Is(err, ratelimit.ErrAmbiguousConfig):
+		code = connect.CodeInvalidArgument
+	case errors.Is(err, ratelimit.ErrConfigNotFound):
+		code = connect.CodeNotFound
+	case errors.Is(err, errChangesDisabled):
+		code = connect.CodePermissionDenied
+	case errors.Is(err, context.Canceled):
+		code = connect.CodeCanceled
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, proxy.ErrTimeout), errors.Is(err, proxy.ErrBudgetExpired):
+		code = connect.CodeDeadlineExceeded
+	case errors.Is(err, proxy.ErrUnavailable):
+		code = connect.CodeUnavailable
+	}
+	return connect.NewError(code, err)
+}
