@@ -44,6 +44,12 @@ func (s *settings) stringVar(p *string, name, env, def, usage string) {
 	s.add(name, env)
 }
 
+// boolVar defines a boolean setting.
+func (s *settings) boolVar(p *bool, name, env string, def bool, usage string) {
+	s.fs.BoolVar(p, name, def, usage+" ($"+env+")")
+	s.add(name, env)
+}
+
 // durationVar defines a duration setting.
 func (s *settings) durationVar(p *time.Duration, name, env string, def time.Duration, usage string) {
 	s.fs.DurationVar(p, name, def, usage+" ($"+env+")")
@@ -117,6 +123,8 @@ type siloFlags struct {
 	store         string
 	http          string
 	shutdownDelay time.Duration
+
+	apiDisableChanges bool
 }
 
 // httpDefault is where the HTTP port listens by default.
@@ -139,6 +147,7 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.durationVar(&f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
 	s.stringVar(&f.store, "store", storeEnv, "memory", "where grain state lives: memory, or redis://[[user]:password@]host:port/db[?prefix=granary:] (rediss:// for TLS)")
 	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /metrics, /debug/pprof/ (host:port; none: no HTTP port)")
+	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", false, "the rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options; named configurations still work")
 	s.durationVar(&f.shutdownDelay, "shutdown-delay", "GRANARY_SHUTDOWN_DELAY", 0, "how long /readyz answers 503 after a stop signal before the HTTP port closes, for load balancers to notice")
 	return f
 }

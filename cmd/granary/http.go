@@ -55,11 +55,11 @@ func serveHealthz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// newMux routes the HTTP port: the service API at the root, the
+// newMux routes the HTTP port: the service API under apiPath, the
 // operator's endpoints beside it.
-func newMux(api http.Handler, ready *readiness, metrics http.Handler) *http.ServeMux {
+func newMux(apiPath string, api http.Handler, ready *readiness, metrics http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/", api)
+	mux.Handle(apiPath, api)
 	mux.HandleFunc("GET /healthz", serveHealthz)
 	mux.HandleFunc("GET /readyz", ready.serveReadyz)
 	mux.Handle("GET /metrics", metrics)
@@ -116,9 +116,13 @@ func listenHTTP(addr string, handler http.Handler, log *slog.Logger) (*httpPort,
 	if err != nil {
 		return nil, fmt.Errorf("-http: %w", err)
 	}
+	// gRPC without TLS needs HTTP/2 in clear text (h2c) beside HTTP/1.1.
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	return &httpPort{
 		server: &http.Server{
-			Handler: handler, ReadHeaderTimeout: httpReadHeaderTimeout,
+			Handler: handler, ReadHeaderTimeout: httpReadHeaderTimeout, Protocols: protocols,
 			ErrorLog: slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
 		},
 		ln: ln, served: make(chan error, 1),

@@ -120,7 +120,11 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	if prom != nil {
 		// Listening before the silo starts: /healthz answers and /readyz
 		// says "starting" while the silo joins its cluster.
-		mux := newMux(serviceAPI(s.Caller(), cfg.limits.configs), ready, prom.handler)
+		apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, cfg.flags.apiDisableChanges)
+		if err != nil {
+			return err
+		}
+		mux := newMux(apiPath, api, ready, prom.handler)
 		if port, err = listenHTTP(cfg.flags.http, mux, log); err != nil {
 			return err
 		}
