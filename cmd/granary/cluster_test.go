@@ -63,6 +63,7 @@ type process struct {
 	name, gateway string
 	cmd           *exec.Cmd
 	exited        chan error
+	stdout        []string // what it printed, complete once exited has sent
 }
 
 // startProcess starts a silo process of the cluster that seed (a gossip
@@ -83,6 +84,7 @@ func startProcess(t *testing.T, bin, name, seed string, extra ...string) (*proce
 	lines := bufio.NewScanner(out)
 	go func() {
 		for lines.Scan() {
+			p.stdout = append(p.stdout, lines.Text())
 		}
 		p.exited <- p.cmd.Wait()
 	}()
