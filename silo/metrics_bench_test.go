@@ -6,7 +6,6 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -24,19 +23,7 @@ func BenchmarkMeteredGrainCall(b *testing.B) {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 			s, c := benchSilo(b, silo.WithMeterProvider(mp))
-			refs := benchRefs(c, tc.workers, 1)
-			in := &testgrain.AddRequest{Delta: 1}
-			ctx := context.Background()
-			for _, r := range refs {
-				if _, err := r.Add(ctx, in); err != nil {
-					b.Fatal(err)
-				}
-			}
-			runWorkers(b, tc.workers, func(w int) error {
-				_, err := refs[w].Add(ctx, in)
-				return err
-			})
-			reportBatching(b, s, c)
+			benchAdds(b, context.Background(), s, c, benchRefs(c, tc.workers, 1))
 		})
 	}
 }

@@ -58,7 +58,7 @@ const (
 // silo's.
 type emit func(value int64, attrs ...attribute.KeyValue)
 
-// An Instrument is one metric the bridge reports.
+// An Instrument describes one metric the bridge reports.
 type Instrument struct {
 	// Name is the OpenTelemetry name; Prometheus shows it with dots as
 	// underscores, counters ending in _total and units as a suffix.
@@ -69,17 +69,31 @@ type Instrument struct {
 	Description string
 	// Attributes lists the attribute keys besides silo.
 	Attributes []string
+}
 
-	kind    kind
-	observe func(st *Stats, emit emit)
+// instrument is an asynchronous instrument read from an S at each
+// collection.
+type instrument[S any] struct {
+	Name, Unit, Description string
+	Attributes              []string
+	kind                    kind
+	observe                 func(src *S, emit emit)
+}
+
+func (in instrument[S]) describe() Instrument {
+	return Instrument{Name: in.Name, Unit: in.Unit, Description: in.Description, Attributes: in.Attributes}
 }
 
 // Instruments lists every instrument the bridge reports: the silo's, the
 // call duration histogram, the limiters'.
 func Instruments() []Instrument {
-	out := append(append([]Instrument(nil), observed...), callDuration)
+	var out []Instrument
+	for _, in := range observed {
+		out = append(out, in.describe())
+	}
+	out = append(out, callDuration)
 	for _, in := range acquisitionInstruments {
-		out = append(out, in.Instrument)
+		out = append(out, in.describe())
 	}
 	return out
 }
@@ -100,7 +114,7 @@ var callDurationBuckets = []float64{
 }
 
 // observed are the instruments read from Stats at each collection.
-var observed = []Instrument{
+var observed = []instrument[Stats]{
 	{
 		Name: "granary.grain.calls", Unit: "{call}", kind: counter,
 		Description: "Grain calls answered on this silo, by grain type, method and outcome (ok, error, cancelled, panic).",
@@ -227,10 +241,9 @@ func byConnection(st *Stats, fn func(rpc.EndpointStats, attribute.KeyValue)) {
 
 // Silo is one silo's registration with a meter provider.
 type Silo struct {
+	*registration
 	silo     attribute.KeyValue
 	duration metric.Float64Histogram
-	reg      metric.Registration
-	once     sync.Once
 }
 
 // Register registers a silo's instruments with mp. read is called once per
@@ -245,52 +258,74 @@ func Register(mp metric.MeterProvider, silo string, read func() Stats) (*Silo, e
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %s: %w", callDuration.Name, err)
 	}
-	instruments := make([]metric.Int64Observable, len(observed))
-	observables := make([]metric.Observable, len(observed))
-	for i, in := range observed {
-		inst, err := newObservable(meter, in)
+	if m.registration, err = registerObserved(meter, m.silo, observed, read); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// registration is a callback registered for some instruments.
+type registration struct {
+	reg  metric.Registration
+	once sync.Once
+}
+
+// registerObserved creates the instruments of list and registers one
+// callback that reads src once per collection and observes them all,
+// each value with the silo's attribute.
+func registerObserved[S any](meter metric.Meter, silo attribute.KeyValue, list []instrument[S], read func() S) (*registration, error) {
+	instruments := make([]metric.Int64Observable, len(list))
+	observables := make([]metric.Observable, len(list))
+	for i, in := range list {
+		inst, err := newObservable(meter, in.Name, in.Unit, in.Description, in.kind)
 		if err != nil {
 			return nil, err
 		}
 		instruments[i], observables[i] = inst, inst
 	}
-	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		st := read()
-		for i, in := range observed {
-			in.observe(&st, observeWith(o, instruments[i], m.silo))
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		src := read()
+		for i, in := range list {
+			inst := instruments[i]
+			in.observe(&src, func(v int64, attrs ...attribute.KeyValue) {
+				o.ObserveInt64(inst, v, metric.WithAttributes(append(attrs, silo)...))
+			})
 		}
 		return nil
 	}, observables...)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return m, nil
+	return &registration{reg: reg}, nil
 }
 
-// newObservable creates the asynchronous instrument in describes.
-func newObservable(meter metric.Meter, in Instrument) (metric.Int64Observable, error) {
+// Close unregisters the callback: collections report nothing more of its
+// instruments. Safe to call twice.
+func (r *registration) Close() error {
+	var err error
+	r.once.Do(func() { err = r.reg.Unregister() })
+	if err != nil {
+		return fmt.Errorf("metrics: unregister: %w", err)
+	}
+	return nil
+}
+
+// newObservable creates an asynchronous integer instrument.
+func newObservable(meter metric.Meter, name, unit, description string, k kind) (metric.Int64Observable, error) {
 	var (
 		inst metric.Int64Observable
 		err  error
 	)
-	switch in.kind {
+	switch k {
 	case counter:
-		inst, err = meter.Int64ObservableCounter(in.Name, metric.WithUnit(in.Unit), metric.WithDescription(in.Description))
+		inst, err = meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(description))
 	default:
-		inst, err = meter.Int64ObservableUpDownCounter(in.Name, metric.WithUnit(in.Unit), metric.WithDescription(in.Description))
+		inst, err = meter.Int64ObservableUpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(description))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %s: %w", in.Name, err)
+		return nil, fmt.Errorf("metrics: %s: %w", name, err)
 	}
 	return inst, nil
-}
-
-// observeWith returns the emit function of one instrument in one
-// collection: it adds the silo's attribute to each value's.
-func observeWith(o metric.Observer, inst metric.Int64Observable, silo attribute.KeyValue) emit {
-	return func(v int64, attrs ...attribute.KeyValue) {
-		o.ObserveInt64(inst, v, metric.WithAttributes(append(attrs, silo)...))
-	}
 }
 
 // CallObserver returns the host's observer of one method's calls: it
@@ -308,15 +343,4 @@ func (m *Silo) CallObserver(grainType, method string) host.CallObserver {
 	return func(outcome host.Outcome, d time.Duration) {
 		m.duration.Record(context.Background(), d.Seconds(), opts[outcome]...)
 	}
-}
-
-// Close unregisters the silo's instruments' callback: collections report
-// nothing more of it. Safe to call twice.
-func (m *Silo) Close() error {
-	var err error
-	m.once.Do(func() { err = m.reg.Unregister() })
-	if err != nil {
-		return fmt.Errorf("metrics: unregister: %w", err)
-	}
-	return nil
 }
