@@ -142,6 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	fmt.Fprintf(stdout, "granary silo %s: %s%s (Ctrl-C to stop)\n", s.Name(), describeHTTP(port), describeSilo(s))
 
 	<-ctx.Done()
+	stop() // a second signal ends the process at once, as by default
 	fmt.Fprintln(stdout, "stopping...")
 	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
