@@ -61,6 +61,14 @@ func generate(opts options) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, f := range resp.File {
+		// Like protoc-gen-go-grpc's _grpc.pb.go and granary's _grain.pb.go,
+		// the service code ends in .pb.go, which is how the repository's
+		// tools tell generated code from code people write.
+		if name, ok := strings.CutSuffix(f.GetName(), ".connect.go"); ok {
+			f.Name = proto.String(name + "_connect.pb.go")
+		}
+	}
 	if err := collect(out, resp); err != nil {
 		return nil, err
 	}

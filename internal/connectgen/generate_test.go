@@ -45,7 +45,7 @@ service PingService { rpc Ping(PingRequest) returns (PingResponse); }
 	require.NoError(t, run(args, os.Stderr))
 	pbFile := filepath.Join(dir, "v1", "ping.pb.go")
 	assert.FileExists(t, pbFile)
-	assert.FileExists(t, filepath.Join(dir, "v1", "demov1connect", "ping.connect.go"))
+	assert.FileExists(t, filepath.Join(dir, "v1", "demov1connect", "ping_connect.pb.go"))
 
 	stat, err := os.Stat(pbFile)
 	require.NoError(t, err)

@@ -5,7 +5,9 @@
 // protoc-gen-connect-go, the Connect project's generator, which is a main
 // package and so cannot be linked in: it is run by `go run` at the
 // version go.mod pins, fed the compiled request on its standard input as
-// protoc would feed it. No protoc binary is involved.
+// protoc would feed it. No protoc binary is involved. The service code is
+// written as NAME_connect.pb.go (protoc-gen-connect-go names it
+// NAME.connect.go), so that it is known as generated code by its name.
 //
 //	connectgen [-I dir | -I prefix=dir]... [-module prefix] [-out dir] file.proto...
 //

@@ -1,9 +1,11 @@
 package httplimit_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -12,9 +14,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/grains/ratelimit/httplimit"
+	"github.com/granary-go/granary/proxy"
 )
 
 // everyone keys every request alike.
@@ -165,4 +169,29 @@ func TestNewFailsForEveryBadRule(t *testing.T) {
 	assert.ErrorIs(t, err, httplimit.ErrInvalidOptions, "no rules")
 	_, err = httplimit.New(nil, configs, httplimit.Options{Rules: []httplimit.Rule{httplimit.ByIP("once")}})
 	assert.ErrorIs(t, err, httplimit.ErrInvalidOptions, "no caller")
+}
+
+// failingReleases fails every Release call, as a silo that went away
+// between acquisition and release does.
+type failingReleases struct{ proxy.Caller }
+
+func (c failingReleases) Call(ctx context.Context, call proxy.Call, in, out proto.Message) error {
+	if call.Method.Name == "Release" {
+		return proxy.ErrUnavailable
+	}
+	return c.Caller.Call(ctx, call, in, out)
+}
+
+func TestFailedReleaseIsLoggedAndTheResponseStands(t *testing.T) {
+	s := startSilo(t, nil)
+	var logged bytes.Buffer
+	configs := mustConfigs(t, ratelimit.Named("pool", ratelimit.ConcurrencyOptions{PermitLimit: 5}))
+	rule := httplimit.ByKey("everyone", "pool", everyone)
+	assert.Equal(t, "pool", rule.Config())
+	m, err := httplimit.New(failingReleases{s.Caller()}, configs, httplimit.Options{Rules: []httplimit.Rule{rule}},
+		httplimit.WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNoContent, serve(m.Handler(ok), "192.0.2.1:1").Code)
+	assert.Contains(t, logged.String(), "httplimit: release failed")
+	assert.EqualValues(t, 1, statistics(t, ratelimit.Concurrency(s.Caller(), poolKey)).ActiveLeases, "the permit is still held")
 }

@@ -2,8 +2,6 @@ package httplimit_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -18,39 +16,24 @@ import (
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/grains/ratelimit/httplimit"
+	"github.com/granary-go/granary/grains/ratelimit/internal/silotest"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// epoch is where fake clocks start.
-var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+var (
+	quiet = silotest.Quiet
+	epoch = silotest.Epoch
+)
 
 // never is a window no test waits out.
 const never = 1000 * time.Hour
 
 // startSilo starts a silo hosting the limiter grains, stopped when the
 // test ends; with a fake clock, time moves only when the test says.
-func startSilo(t testing.TB, fake *clock.Fake) *silo.Silo {
-	t.Helper()
-	opts := []silo.Option{silo.WithLogger(quiet)}
-	if fake != nil {
-		opts = append(opts, silo.WithClock(fake))
-	}
-	s, err := silo.New(silo.Options{Name: "http", GatewayAddress: "127.0.0.1:0"}, opts...)
-	require.NoError(t, err)
-	require.NoError(t, ratelimit.Register(s, ratelimit.Defaults{}))
-	require.NoError(t, s.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, s.Stop(ctx))
-	})
-	return s
-}
+func startSilo(t testing.TB, fake *clock.Fake) *silo.Silo { return silotest.Start(t, "http", fake) }
 
 // connect returns a client of s's gateway, closed when the test ends.
 func connect(t testing.TB, s *silo.Silo) *client.Client {
@@ -63,10 +46,7 @@ func connect(t testing.TB, s *silo.Silo) *client.Client {
 }
 
 func mustConfigs(t testing.TB, configs ...ratelimit.Config) *ratelimit.Configs {
-	t.Helper()
-	set, err := ratelimit.NewConfigs(configs...)
-	require.NoError(t, err)
-	return set
+	return silotest.Configs(t, configs...)
 }
 
 func mustMiddleware(t testing.TB, c proxy.Caller, configs *ratelimit.Configs, opts httplimit.Options) *httplimit.Middleware {

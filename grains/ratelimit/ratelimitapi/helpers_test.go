@@ -5,18 +5,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/granary-go/granary/grains/ratelimit"
+	"github.com/granary-go/granary/grains/ratelimit/internal/silotest"
 	"github.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1/ratelimitv1connect"
 )
 
 func mustConfigs(t testing.TB, configs ...ratelimit.Config) *ratelimit.Configs {
-	t.Helper()
-	set, err := ratelimit.NewConfigs(configs...)
-	require.NoError(t, err)
-	return set
+	return silotest.Configs(t, configs...)
 }
 
 func durationFor(d time.Duration) *durationpb.Duration { return durationpb.New(d) }

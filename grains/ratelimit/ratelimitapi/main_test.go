@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grains/ratelimit"
+	"github.com/granary-go/granary/grains/ratelimit/internal/silotest"
 	"github.com/granary-go/granary/grains/ratelimit/ratelimitapi"
 	"github.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1/ratelimitv1connect"
 	"github.com/granary-go/granary/silo"
@@ -24,9 +24,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+var (
+	quiet = silotest.Quiet
+	epoch = silotest.Epoch
+)
 
 // never is a window no test waits out.
 const never = 1000 * time.Hour
@@ -52,19 +53,7 @@ type envConfig struct {
 
 func newEnv(t testing.TB, cfg envConfig) *env {
 	t.Helper()
-	siloOpts := []silo.Option{silo.WithLogger(quiet)}
-	if cfg.fake != nil {
-		siloOpts = append(siloOpts, silo.WithClock(cfg.fake))
-	}
-	s, err := silo.New(silo.Options{Name: "api", GatewayAddress: "127.0.0.1:0"}, siloOpts...)
-	require.NoError(t, err)
-	require.NoError(t, ratelimit.Register(s, ratelimit.Defaults{}))
-	require.NoError(t, s.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, s.Stop(ctx))
-	})
+	s := silotest.Start(t, "api", cfg.fake)
 
 	path, h, err := ratelimitapi.NewHandler(s.Caller(), cfg.configs, cfg.options, cfg.handlers...)
 	require.NoError(t, err)

@@ -189,3 +189,41 @@ func TestNewHandlerValidatesOptions(t *testing.T) {
 	_, _, err = ratelimitapi.NewHandler(nil, nil, ratelimitapi.Options{})
 	assert.ErrorIs(t, err, ratelimitapi.ErrInvalidOptions, "no caller")
 }
+
+func TestEveryCallOverGRPC(t *testing.T) {
+	e := newEnv(t, envConfig{configs: mustConfigs(t, ratelimit.Named("pool", ratelimit.ConcurrencyOptions{PermitLimit: 3}))})
+	c := e.grpc()
+	ctx := context.Background()
+	pool, manual := apiv1.Algorithm_ALGORITHM_CONCURRENCY, apiv1.Algorithm_ALGORITHM_TOKEN_BUCKET
+
+	_, err := c.Configure(ctx, connect.NewRequest(&apiv1.ConfigureRequest{Algorithm: pool, Key: "g", Config: "pool"}))
+	require.NoError(t, err)
+	conf, err := c.GetConfiguration(ctx, connect.NewRequest(&apiv1.GetConfigurationRequest{Algorithm: pool, Key: "g"}))
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, conf.Msg.GetOptions().GetConcurrency().GetPermitLimit())
+
+	lease, err := c.Acquire(ctx, connect.NewRequest(&apiv1.AcquireRequest{Algorithm: pool, Key: "g"}))
+	require.NoError(t, err)
+	require.True(t, lease.Msg.Acquired)
+	st, err := c.Statistics(ctx, connect.NewRequest(&apiv1.StatisticsRequest{Algorithm: pool, Key: "g"}))
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, st.Msg.AvailablePermits)
+	released, err := c.Release(ctx, connect.NewRequest(&apiv1.ReleaseRequest{Algorithm: pool, Key: "g", LeaseId: lease.Msg.LeaseId}))
+	require.NoError(t, err)
+	assert.True(t, released.Msg.Released)
+
+	_, err = c.Reset(ctx, connect.NewRequest(&apiv1.ResetRequest{Algorithm: pool, Key: "g"}))
+	require.NoError(t, err)
+	_, err = c.DeleteState(ctx, connect.NewRequest(&apiv1.DeleteStateRequest{Algorithm: pool, Key: "g"}))
+	require.NoError(t, err)
+	conf, err = c.GetConfiguration(ctx, connect.NewRequest(&apiv1.GetConfigurationRequest{Algorithm: pool, Key: "g"}))
+	require.NoError(t, err)
+	assert.EqualValues(t, ratelimit.DefaultPermitLimit, conf.Msg.GetOptions().GetConcurrency().GetPermitLimit(), "deleted: the defaults")
+
+	replenished, err := c.TryReplenish(ctx, connect.NewRequest(&apiv1.TryReplenishRequest{Algorithm: manual, Key: "g"}))
+	require.NoError(t, err)
+	assert.False(t, replenished.Msg.Replenished, "the default token bucket replenishes by itself")
+
+	_, err = c.Acquire(ctx, connect.NewRequest(&apiv1.AcquireRequest{Key: "g", Config: "missing"}))
+	assert.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "errors carry their codes over gRPC too")
+}
