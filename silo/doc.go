@@ -19,4 +19,11 @@
 //
 // Stop is graceful: queued requests are served, activations deactivate
 // and flush their state, and only then do connections close.
+//
+// Ready says whether the silo serves, for health checks, and why not
+// (starting, joining its cluster, stopping). WithMeterProvider reports the
+// silo's metrics through the OpenTelemetry metric API: calls by grain
+// type, method and outcome, call durations, activations, the directory,
+// transport traffic and rejections, state writes; docs/operations.md lists
+// them. Stats has the same counters without a provider.
 package silo

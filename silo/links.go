@@ -47,7 +47,7 @@ type linkHandler struct {
 
 func (h *linkHandler) HandleClose(c *transport.Conn, err error) {
 	h.Endpoint.HandleClose(c, err)
-	h.silo.dropLink(h.l)
+	h.silo.dropLink(h.l, h.Endpoint.Stats())
 }
 
 // Link implements rpc.Links: it returns the link to another silo.
@@ -186,12 +186,14 @@ func (s *Silo) addLink(l *link) {
 	}
 }
 
-// dropLink forgets l when its connection ended.
-func (s *Silo) dropLink(l *link) {
+// dropLink forgets l when its connection ended, keeping its final
+// counters.
+func (s *Silo) dropLink(l *link, final rpc.EndpointStats) {
 	s.mu.Lock()
 	if s.mu.links[l.peer] == l {
 		delete(s.mu.links, l.peer)
 	}
+	s.mu.closedLinks.Add(final)
 	s.mu.Unlock()
 }
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/cluster"
 	"github.com/granary-go/granary/internal/directory"
@@ -318,6 +320,7 @@ type deps struct {
 	incoming []proxy.IncomingFilter
 	outgoing []proxy.OutgoingFilter
 	locator  rpc.Locator // where grains live; nil: all here
+	meters   metric.MeterProvider
 }
 
 // WithLogger sets the silo's logger; its actor system logs through it too.

@@ -18,6 +18,7 @@ import (
 	"github.com/granary-go/granary/internal/directory"
 	"github.com/granary-go/granary/internal/dispatch"
 	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/metrics"
 	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
@@ -29,6 +30,8 @@ import (
 var (
 	ErrStarted    = errors.New("silo: already started")
 	ErrNotStarted = errors.New("silo: not started")
+	// ErrStopping is Ready's answer once Stop has begun.
+	ErrStopping = errors.New("silo: stopping")
 )
 
 // Silo hosts grains: it keeps their activations, persists their state,
@@ -50,6 +53,8 @@ type Silo struct {
 	dir     *directory.Directory
 	members *cluster.Membership
 
+	metrics *metrics.Silo // the silo's instruments, when it has a meter provider
+
 	background
 
 	mu struct {
@@ -60,13 +65,16 @@ type Silo struct {
 		linkListener *transport.Listener // links from other silos
 		endpoints    map[*rpc.Endpoint]struct{}
 		links        map[string]*link // connections to other silos, by silo name
-		linkWaiters  map[string][]func(*rpc.Endpoint, error)
-		dialing      map[string]bool
-		view         cluster.View // the latest membership view
-		interner     *wire.Interner
-		starting     bool
-		started      bool
-		stopped      bool
+		// The final counters of connections that closed, so that totals
+		// never go back.
+		closedGateway, closedLinks rpc.EndpointStats
+		linkWaiters                map[string][]func(*rpc.Endpoint, error)
+		dialing                    map[string]bool
+		view                       cluster.View // the latest membership view
+		interner                   *wire.Interner
+		starting                   bool
+		started                    bool
+		stopped                    bool
 
 		gatewayClosed chan struct{} // closed once the gateway has closed
 		gatewayErr    error
@@ -110,6 +118,9 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 	s.mu.linkWaiters = make(map[string][]func(*rpc.Endpoint, error))
 	s.mu.dialing = make(map[string]bool)
 	s.router = &rpc.Router{Self: opts.Name, Locator: s.deps.locator, Links: s}
+	if err := s.registerMetrics(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -194,6 +205,7 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 		host.WithClock(s.deps.clock), host.WithLogger(s.log), host.WithStateStore(stateStore{s.flusher}),
 		host.WithOwner(s), host.WithRouter(s.router),
 	}
+	hostOpts = append(hostOpts, s.metricsHostOptions()...)
 	if s.opts.Cluster.Enabled {
 		s.dir = s.newDirectory()
 		s.router.Locator = s.dir
@@ -298,8 +310,12 @@ type gatewayConn struct {
 
 func (g *gatewayConn) HandleClose(c *transport.Conn, err error) {
 	g.Endpoint.HandleClose(c, err)
+	final := g.Endpoint.Stats()
 	g.silo.mu.Lock()
-	delete(g.silo.mu.endpoints, g.Endpoint)
+	if _, ok := g.silo.mu.endpoints[g.Endpoint]; ok {
+		delete(g.silo.mu.endpoints, g.Endpoint)
+		g.silo.mu.closedGateway.Add(final)
+	}
 	g.silo.mu.Unlock()
 }
 
@@ -325,6 +341,30 @@ func (s *Silo) flushConnections(ctx context.Context) {
 	for _, c := range conns {
 		_ = c.Flush(ctx) // a connection that ended or a ctx that ran out leaves nothing to wait for
 	}
+}
+
+// Ready reports whether the silo serves: nil once Start has returned
+// successfully (a silo of a cluster has then joined it and announced
+// itself active, and its gateway, when it has one, listens) and until Stop
+// begins. Otherwise it says why: an error wrapping ErrNotStarted before
+// and while Start runs, or ErrStopping once Stop has begun. A health check
+// (the binary's /readyz) answers with it.
+func (s *Silo) Ready() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.mu.stopped:
+		return ErrStopping
+	case s.mu.starting && s.opts.Cluster.Enabled:
+		return fmt.Errorf("%w: starting: joining the cluster", ErrNotStarted)
+	case s.mu.starting:
+		return fmt.Errorf("%w: starting", ErrNotStarted)
+	case !s.mu.started:
+		return ErrNotStarted
+	case !s.opts.DisableGateway && s.mu.listener == nil:
+		return fmt.Errorf("%w: the gateway does not listen", ErrNotStarted) // Start sets it before it returns
+	}
+	return nil
 }
 
 // GatewayAddr returns the address the gateway listens on, or nil.
@@ -416,6 +456,7 @@ func (s *Silo) Stop(ctx context.Context) error {
 	if err := errors.Join(gatewayErr, s.flusher.Stop(ctx)); err != nil {
 		return err
 	}
+	s.closeMetrics()
 	if first {
 		s.log.Info("silo stopped")
 	}
@@ -472,6 +513,13 @@ type Stats struct {
 	// Directory counts this silo's part of the grain directory (a silo of
 	// a cluster).
 	Directory directory.Stats
+	// Calls counts the grain calls answered here, by grain type, method
+	// and outcome.
+	Calls []host.MethodCalls
+	// ClosedGateway and ClosedLinks are the final counters of the client
+	// connections and links that closed since Start: add them to Gateway
+	// and Links for totals that never go back.
+	ClosedGateway, ClosedLinks rpc.EndpointStats
 }
 
 // Stats returns the silo's counters.
@@ -487,8 +535,11 @@ func (s *Silo) Stats() Stats {
 		links = append(links, l.ep)
 	}
 	flusher := s.flusher // a failed Start replaces it
-	s.mu.Unlock()
+	// Read with the live connections: a connection counts either here
+	// or, read later below, among them, never in both.
 	var st Stats
+	st.ClosedGateway, st.ClosedLinks = s.mu.closedGateway, s.mu.closedLinks
+	s.mu.Unlock()
 	for _, ep := range links {
 		st.Links.Add(ep.Stats())
 	}
@@ -497,6 +548,7 @@ func (s *Silo) Stats() Stats {
 	}
 	if host != nil {
 		st.Host = host.Stats()
+		st.Calls = host.Calls()
 	}
 	st.Clients = len(eps)
 	for _, ep := range eps {

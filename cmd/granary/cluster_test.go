@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,14 +32,44 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
+// buildBinary builds the granary binary once for the whole test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "granary-test-")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.dir = dir
+		binary.path = filepath.Join(dir, "granary")
+		build := exec.Command("go", "build", "-o", binary.path, ".")
+		build.Stderr = os.Stderr
+		binary.err = build.Run()
+	})
+	require.NoError(t, binary.err, "go build")
+	return binary.path
+}
+
+// binary is the binary buildBinary built; TestMain removes its directory.
+var binary struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
 // process is one silo process of the built binary.
 type process struct {
 	name, gateway string
 	cmd           *exec.Cmd
 	exited        chan error
+	stdout        []string // what it printed, complete once exited has sent
 }
 
-func startProcess(t *testing.T, bin, name, seed string) (*process, string) {
+// startProcess starts a silo process of the cluster that seed (a gossip
+// address, or "" for the first) belongs to, with extra flags after the
+// usual ones, and returns it with its gossip address.
+func startProcess(t *testing.T, bin, name, seed string, extra ...string) (*process, string) {
 	t.Helper()
 	p := &process{name: name, gateway: freeAddr(t), exited: make(chan error, 1)}
 	gossip := freeAddr(t)
@@ -46,13 +77,14 @@ func startProcess(t *testing.T, bin, name, seed string) (*process, string) {
 	if seed != "" {
 		args = append(args, "-seeds", seed)
 	}
-	p.cmd = exec.Command(bin, args...)
+	p.cmd = exec.Command(bin, append(args, extra...)...)
 	out, err := p.cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, p.cmd.Start())
 	lines := bufio.NewScanner(out)
 	go func() {
 		for lines.Scan() {
+			p.stdout = append(p.stdout, lines.Text())
 		}
 		p.exited <- p.cmd.Wait()
 	}()
@@ -92,11 +124,7 @@ func TestThreeSiloProcessesSurviveAKillAndAStop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs three processes")
 	}
-	bin := filepath.Join(t.TempDir(), "granary")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
-
+	bin := buildBinary(t)
 	a, seed := startProcess(t, bin, "a", "")
 	b, _ := startProcess(t, bin, "b", seed)
 	c, _ := startProcess(t, bin, "c", seed)

@@ -1,12 +1,25 @@
-// Command granary runs a silo on its embedded defaults: a gateway on
-// 127.0.0.1:30000, the memory store, and the example grains. It prints where
-// it listens and stops gracefully on Ctrl-C (SIGINT) or SIGTERM.
+// Command granary runs a silo: the rate-limiting grains (grains/ratelimit)
+// and the example counter grain, a gateway for clients, and an HTTP port
+// serving the rate-limit API, /healthz, /readyz, /metrics (Prometheus text
+// format) and /debug/pprof/. It prints where it listens and stops
+// gracefully on Ctrl-C (SIGINT) or SIGTERM: /readyz fails, the HTTP port
+// drains, then the silo stops.
 //
-//	go run ./cmd/granary [-gateway host:port] [-name silo-name] [-store memory|redis://host:port/db]
+//	go run ./cmd/granary [-config granary.yaml] [-gateway host:port] [-http host:port] [-name silo-name]
 //
-// -store (or the environment variable GRANARY_STORE, which the flag
-// overrides) chooses where grain state lives: memory, lost when the process
-// exits, or Redis, shared by every silo pointed at the same server (see
-// docs/persistence.md). The silo logs which store it uses at start, and
-// refuses to start if Redis does not answer.
+// Every flag has an environment variable (GRANARY_ and the flag's name in
+// capitals, dashes as underscores: -silo-address is GRANARY_SILO_ADDRESS)
+// and is a key of the config file's silo section under its own name. The
+// command line wins, then the environment, then the file, then the
+// built-in default. The file (-config or GRANARY_CONFIG, YAML or JSON)
+// also holds the limiters' default options and named configurations. Every
+// problem of the settings is reported at once, before anything starts.
+//
+// -store (GRANARY_STORE) chooses where grain state lives: memory, lost
+// when the process exits, or Redis, shared by every silo pointed at the
+// same server (see docs/persistence.md). The silo logs which store it uses
+// at start, and refuses to start if Redis does not answer.
+//
+// docs/operations.md lists every setting and metric, explains /readyz, and
+// runs a three-silo cluster on one machine.
 package main

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,67 +15,163 @@ import (
 	"github.com/granary-go/granary/silo"
 )
 
-// Every flag has an environment variable that sets its default; a flag on
-// the command line wins.
+// Every setting of the silo is a flag, has an environment variable, and is
+// a key of the config file's silo section under the flag's name. The first
+// of these that sets it wins: the command line, the environment, the
+// config file, the built-in default. The file is what silos share; the
+// environment and the command line say what one process does otherwise.
 
-func envOr(env, def string) string {
-	if v, ok := os.LookupEnv(env); ok {
-		return v
-	}
-	return def
+// settings are the flags of a FlagSet with the environment variable of
+// each.
+type settings struct {
+	fs    *flag.FlagSet
+	env   map[string]string // flag name -> environment variable
+	names []string          // in the order defined
 }
 
-func stringFlag(fs *flag.FlagSet, p *string, name, env, def, usage string) {
-	fs.StringVar(p, name, envOr(env, def), usage+" ($"+env+")")
+func newSettings(fs *flag.FlagSet) *settings {
+	return &settings{fs: fs, env: make(map[string]string)}
 }
 
-func durationFlag(fs *flag.FlagSet, p *time.Duration, name, env string, def time.Duration, usage string) error {
-	d := def
-	if v, ok := os.LookupEnv(env); ok {
-		var err error
-		if d, err = time.ParseDuration(v); err != nil {
-			return fmt.Errorf("$%s: %w", env, err)
+func (s *settings) add(name, env string) {
+	s.env[name] = env
+	s.names = append(s.names, name)
+}
+
+// stringVar defines a string setting.
+func (s *settings) stringVar(p *string, name, env, def, usage string) {
+	s.fs.StringVar(p, name, def, usage+" ($"+env+")")
+	s.add(name, env)
+}
+
+// boolVar defines a boolean setting.
+func (s *settings) boolVar(p *bool, name, env string, def bool, usage string) {
+	s.fs.BoolVar(p, name, def, usage+" ($"+env+")")
+	s.add(name, env)
+}
+
+// durationVar defines a duration setting.
+func (s *settings) durationVar(p *time.Duration, name, env string, def time.Duration, usage string) {
+	s.fs.DurationVar(p, name, def, usage+" ($"+env+")")
+	s.add(name, env)
+}
+
+// fileSettings are the config file's silo section: flag names to values.
+type fileSettings map[string]string
+
+// apply sets every setting the command line did not from its environment
+// variable, else from the config file. It reports every bad value, and
+// every key of the file that names no setting.
+func (s *settings) apply(file fileSettings, fileName string) error {
+	onCommandLine := make(map[string]bool)
+	s.fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	var errs []error
+	for _, name := range s.names {
+		if onCommandLine[name] {
+			continue
+		}
+		env := s.env[name]
+		if v, ok := os.LookupEnv(env); ok {
+			if err := s.set(name, v); err != nil {
+				errs = append(errs, fmt.Errorf("$%s %q: %w", env, v, err))
+			}
+			continue
+		}
+		if v, ok := file[name]; ok {
+			if err := s.set(name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: silo.%s %q: %w", fileName, name, v, err))
+			}
 		}
 	}
-	fs.DurationVar(p, name, d, usage+" ($"+env+")")
+	for _, key := range sortedKeys(file) {
+		if _, ok := s.env[key]; !ok {
+			errs = append(errs, fmt.Errorf("%s: silo.%s: no such setting (the keys are the flags' names)", fileName, key))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// set sets a flag, leaving it as it was when the value is bad: the bad
+// value is reported once, not again as the zero value it would leave.
+func (s *settings) set(name, value string) error {
+	f := s.fs.Lookup(name)
+	prev := f.Value.String()
+	if err := f.Value.Set(value); err != nil {
+		_ = f.Value.Set(prev)
+		return err
+	}
 	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // siloFlags are the silo's settings that come from flags.
 type siloFlags struct {
-	opts        silo.Options
-	gateway     string
-	seeds       string
-	secretFile  string
-	timings     string
-	stopTimeout time.Duration
+	opts          silo.Options
+	gateway       string
+	seeds         string
+	secretFile    string
+	timings       string
+	stopTimeout   time.Duration
+	store         string
+	http          string
+	shutdownDelay time.Duration
+
+	apiDisableChanges bool
 }
 
-// defineSiloFlags defines the flags of the silo's own settings on fs.
-func defineSiloFlags(fs *flag.FlagSet) (*siloFlags, error) {
+// httpDefault is where the HTTP port listens by default.
+const httpDefault = "127.0.0.1:8080"
+
+// defineSiloFlags defines the flags of the silo's own settings.
+func defineSiloFlags(s *settings) *siloFlags {
 	f := &siloFlags{}
 	o := &f.opts
-	stringFlag(fs, &o.Name, "name", "GRANARY_NAME", "", "silo name, unique in the cluster (default hostname-pid)")
-	stringFlag(fs, &f.gateway, "gateway", "GRANARY_GATEWAY", silo.DefaultGatewayAddress, "where clients connect (host:port; port 0 picks one; none: no gateway)")
-	stringFlag(fs, &o.Cluster.SiloAddress, "silo-address", "GRANARY_SILO_ADDRESS", "", "where other silos connect (host:port); setting it makes the silo join a cluster")
-	stringFlag(fs, &o.Cluster.AdvertiseAddress, "advertise", "GRANARY_ADVERTISE", "", "the address other silos dial for -silo-address, when it differs (0.0.0.0, NAT)")
-	stringFlag(fs, &o.Cluster.GossipAddress, "gossip", "GRANARY_GOSSIP", "127.0.0.1:7946", "where the silo gossips with the others (IP:port)")
-	stringFlag(fs, &o.Cluster.AdvertiseGossipAddress, "advertise-gossip", "GRANARY_ADVERTISE_GOSSIP", "", "the gossip address other silos use, when it differs")
-	stringFlag(fs, &f.seeds, "seeds", "GRANARY_SEEDS", "", "gossip addresses of silos to join, comma-separated (none: start a new cluster)")
-	stringFlag(fs, &o.Security.ClusterID, "cluster-id", "GRANARY_CLUSTER_ID", silo.DefaultClusterID, "the cluster's name: silos and clients of another are refused")
-	stringFlag(fs, &f.secretFile, "secret-file", "GRANARY_SECRET_FILE", "", "a file holding the cluster's secret (16 bytes or more), required of every silo and client")
-	stringFlag(fs, &f.timings, "timings", "GRANARY_TIMINGS", "lan", "failure detection profile: lan, or fast (one machine, tests)")
-	if err := durationFlag(fs, &f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take"); err != nil {
-		return nil, err
-	}
-	return f, nil
+	s.stringVar(&o.Name, "name", "GRANARY_NAME", "", "silo name, unique in the cluster (default hostname-pid)")
+	s.stringVar(&f.gateway, "gateway", "GRANARY_GATEWAY", silo.DefaultGatewayAddress, "where clients connect (host:port; port 0 picks one; none: no gateway)")
+	s.stringVar(&o.Cluster.SiloAddress, "silo-address", "GRANARY_SILO_ADDRESS", "", "where other silos connect (host:port); setting it makes the silo join a cluster")
+	s.stringVar(&o.Cluster.AdvertiseAddress, "advertise", "GRANARY_ADVERTISE", "", "the address other silos dial for -silo-address, when it differs (0.0.0.0, NAT)")
+	s.stringVar(&o.Cluster.GossipAddress, "gossip", "GRANARY_GOSSIP", "127.0.0.1:7946", "where the silo gossips with the others (IP:port)")
+	s.stringVar(&o.Cluster.AdvertiseGossipAddress, "advertise-gossip", "GRANARY_ADVERTISE_GOSSIP", "", "the gossip address other silos use, when it differs")
+	s.stringVar(&f.seeds, "seeds", "GRANARY_SEEDS", "", "gossip addresses of silos to join, comma-separated (none: start a new cluster)")
+	s.stringVar(&o.Security.ClusterID, "cluster-id", "GRANARY_CLUSTER_ID", silo.DefaultClusterID, "the cluster's name: silos and clients of another are refused")
+	s.stringVar(&f.secretFile, "secret-file", "GRANARY_SECRET_FILE", "", "a file holding the cluster's secret (16 bytes or more), required of every silo and client")
+	s.stringVar(&f.timings, "timings", "GRANARY_TIMINGS", "lan", "failure detection profile: lan, or fast (one machine, tests)")
+	s.durationVar(&f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
+	s.stringVar(&f.store, "store", storeEnv, "memory", "where grain state lives: memory, or redis://[[user]:password@]host:port/db[?prefix=granary:] (rediss:// for TLS)")
+	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /metrics, /debug/pprof/ (host:port; none: no HTTP port)")
+	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", false, "the rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options; named configurations still work")
+	s.durationVar(&f.shutdownDelay, "shutdown-delay", "GRANARY_SHUTDOWN_DELAY", 0, "how long /readyz answers 503 after a stop signal before the HTTP port closes, for load balancers to notice")
+	return f
 }
 
-// options turns the parsed flags into the silo's options.
+// options turns the settings into the silo's options, reporting every
+// problem, the silo options' own validation included.
 func (f *siloFlags) options() (silo.Options, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	o := f.opts
 	if f.stopTimeout <= 0 {
-		return o, fmt.Errorf("-stop-timeout must be positive, got %v", f.stopTimeout)
+		bad("-stop-timeout must be positive, got %v", f.stopTimeout)
+	}
+	if f.shutdownDelay < 0 {
+		bad("-shutdown-delay must not be negative, got %v", f.shutdownDelay)
+	}
+	if f.shutdownDelay >= f.stopTimeout && f.stopTimeout > 0 {
+		bad("-shutdown-delay %v leaves nothing of -stop-timeout %v for the stop itself", f.shutdownDelay, f.stopTimeout)
+	}
+	if err := checkHTTPAddress(f.http); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkStore(f.store); err != nil {
+		errs = append(errs, err)
 	}
 	if f.gateway == "none" {
 		o.DisableGateway = true
@@ -81,20 +181,20 @@ func (f *siloFlags) options() (silo.Options, error) {
 	if f.secretFile != "" {
 		secret, err := os.ReadFile(f.secretFile)
 		if err != nil {
-			return o, fmt.Errorf("-secret-file: %w", err)
+			bad("-secret-file: %w", err)
 		}
 		o.Security.Secret = []byte(strings.TrimSpace(string(secret)))
 	}
 	if o.Cluster.SiloAddress == "" {
 		if f.seeds != "" {
-			return o, fmt.Errorf("-seeds needs -silo-address: a silo joins a cluster only with an address for other silos")
+			bad("-seeds needs -silo-address: a silo joins a cluster only with an address for other silos")
 		}
-		return o, nil
-	}
-	o.Cluster.Enabled = true
-	for _, seed := range strings.Split(f.seeds, ",") {
-		if seed = strings.TrimSpace(seed); seed != "" {
-			o.Cluster.Seeds = append(o.Cluster.Seeds, seed)
+	} else {
+		o.Cluster.Enabled = true
+		for _, seed := range strings.Split(f.seeds, ",") {
+			if seed = strings.TrimSpace(seed); seed != "" {
+				o.Cluster.Seeds = append(o.Cluster.Seeds, seed)
+			}
 		}
 	}
 	switch f.timings {
@@ -103,7 +203,27 @@ func (f *siloFlags) options() (silo.Options, error) {
 	case "fast":
 		o.Cluster.Timings = cluster.FastTimings()
 	default:
-		return o, fmt.Errorf("-timings %q: want lan or fast", f.timings)
+		bad("-timings %q: want lan or fast", f.timings)
 	}
-	return o, nil
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return o, errors.Join(errs...)
+}
+
+// checkHTTPAddress checks the -http value: none, or host:port with a
+// numeric port.
+func checkHTTPAddress(addr string) error {
+	if addr == "none" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		return fmt.Errorf("-http %q: want host:port or none: %w", addr, err)
+	}
+	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,11 +46,19 @@ func TestHelpExitsZero(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "granary")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
-	out, err := exec.Command(bin, "-h").CombinedOutput()
+	out, err := exec.Command(buildBinary(t), "-h").CombinedOutput()
 	require.NoError(t, err, "granary -h exits 0:\n%s", out)
 	require.Contains(t, string(out), "usage: granary [flags]")
+}
+
+// Every setting's environment variable is GRANARY_ and its flag's name in
+// capitals with underscores, as the docs promise.
+func TestEveryFlagHasItsEnvironmentVariable(t *testing.T) {
+	s := newSettings(flag.NewFlagSet("t", flag.ContinueOnError))
+	defineSiloFlags(s)
+	require.NotEmpty(t, s.names)
+	for _, name := range s.names {
+		require.Equal(t, "GRANARY_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_")), s.env[name], name)
+		require.Contains(t, s.fs.Lookup(name).Usage, "($"+s.env[name]+")", "the usage names it")
+	}
 }

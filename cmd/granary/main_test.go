@@ -16,7 +16,19 @@ import (
 	"github.com/granary-go/granary/examples/counter"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The tests' silos, and the processes they start, never take the
+	// default HTTP port: another program may hold it.
+	if err := os.Setenv("GRANARY_HTTP", "127.0.0.1:0"); err != nil {
+		panic(err)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binary.dir != "" {
+			_ = os.RemoveAll(binary.dir)
+		}
+		os.Exit(code)
+	}))
+}
 
 func TestRunServesUntilCancelled(t *testing.T) {
 	outR, outW, err := os.Pipe()

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -15,20 +13,25 @@ import (
 	"github.com/granary-go/granary/persistence/redisstore"
 )
 
-// storeEnv, when set, is the default of the -store flag.
+// storeEnv is the environment variable of the -store flag.
 const storeEnv = "GRANARY_STORE"
+
+// checkStore checks the -store value without any I/O.
+func checkStore(spec string) error {
+	switch {
+	case spec == "memory":
+		return nil
+	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
+		if _, err := redisstore.ParseURL(spec); err != nil {
+			return fmt.Errorf("-store: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("-store %q: want memory or a redis:// URL", spec)
+}
 
 // storePingTimeout bounds the check, at start, that Redis answers.
 const storePingTimeout = 10 * time.Second
-
-// storeFlag defines -store on fs, defaulting to $GRANARY_STORE or memory.
-func storeFlag(fs *flag.FlagSet) *string {
-	def := os.Getenv(storeEnv)
-	if def == "" {
-		def = "memory"
-	}
-	return fs.String("store", def, "where grain state lives: memory, or redis://[[user]:password@]host:port/db[?prefix=granary:] (rediss:// for TLS); $"+storeEnv+" sets the default")
-}
 
 // siloStore is the store the silo runs on.
 type siloStore struct {
@@ -45,24 +48,24 @@ type siloStore struct {
 // first activation. go-redis's own log lines go to log at debug level: the
 // store's errors already say what failed.
 func openStore(ctx context.Context, spec string, log *slog.Logger) (*siloStore, error) {
-	switch {
-	case spec == "memory":
-		return &siloStore{Store: persistence.NewMemoryStore(), describe: "memory (state is lost when the process exits)", close: func() error { return nil }}, nil
-	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
-		redis.SetLogger(redisLogger{log})
-		store, err := redisstore.NewFromURL(spec)
-		if err != nil {
-			return nil, fmt.Errorf("-store: %w", err)
-		}
-		pingCtx, cancel := context.WithTimeout(ctx, storePingTimeout)
-		defer cancel()
-		if err := store.Ping(pingCtx); err != nil {
-			_ = store.Close()
-			return nil, fmt.Errorf("-store %s: %w", store, err)
-		}
-		return &siloStore{Store: store, describe: store.String(), close: store.Close}, nil
+	if err := checkStore(spec); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("-store %q: want memory or a redis:// URL", spec)
+	if spec == "memory" {
+		return &siloStore{Store: persistence.NewMemoryStore(), describe: "memory (state is lost when the process exits)", close: func() error { return nil }}, nil
+	}
+	redis.SetLogger(redisLogger{log})
+	store, err := redisstore.NewFromURL(spec)
+	if err != nil {
+		return nil, fmt.Errorf("-store: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, storePingTimeout)
+	defer cancel()
+	if err := store.Ping(pingCtx); err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("-store %s: %w", store, err)
+	}
+	return &siloStore{Store: store, describe: store.String(), close: store.Close}, nil
 }
 
 // redisLogger passes go-redis's log lines to the silo's logger.

@@ -39,6 +39,16 @@ func (d *Dispatcher) MethodName(id uint32) string {
 	return ""
 }
 
+// MethodIDs returns the ids of the service's methods, in the contract's
+// order: the host keeps a call counter for each.
+func (d *Dispatcher) MethodIDs() []uint32 {
+	ids := make([]uint32, len(d.Service.Methods))
+	for i := range d.Service.Methods {
+		ids[i] = d.Service.Methods[i].Desc.ID
+	}
+	return ids
+}
+
 // Dispatch implements host.Dispatcher.
 func (d *Dispatcher) Dispatch(ctx context.Context, grain any, methodID uint32, payload []byte) (proto.Message, error) {
 	m := d.Service.Method(methodID)

@@ -38,6 +38,7 @@ func TestDispatcherDecodesRunsAndFilters(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 42, reply.(*wrapperspb.Int64Value).Value)
 	assert.Equal(t, "U", d.MethodName(doubled.ID))
+	assert.Equal(t, []uint32{doubled.ID}, d.MethodIDs(), "the host keeps a call counter per id")
 	assert.Empty(t, d.MethodName(12345))
 
 	_, err = d.Dispatch(context.Background(), echoGrain{}, 12345, payload)

@@ -39,6 +39,7 @@ type (
 type activation struct {
 	host          *Host
 	kind          *Kind
+	calls         *kindCalls // the kind's call counters
 	id            actor.GrainID
 	gc            *actor.Context
 	pid           *protoactor.PID
@@ -48,9 +49,11 @@ type activation struct {
 	failure     error // why the activation failed, when it did
 	grain       any
 	record      StateRecord
-	current     *Request  // the request whose turn is running
-	deferredNow *deferred // set when the running method deferred its reply
-	deactivate  bool      // DeactivateOnIdle was called in this turn
+	current     *Request     // the request whose turn is running
+	currentCall *methodCalls // its method's counters
+	callStart   time.Time    // when its turn began, when the host times calls
+	deferredNow *deferred    // set when the running method deferred its reply
+	deactivate  bool         // DeactivateOnIdle was called in this turn
 	timers      map[*timer]struct{}
 
 	gone       atomic.Bool   // no more posts: the actor is stopping
@@ -334,10 +337,12 @@ func (a *activation) schedule(fn func()) bool { return a.post(turnFunc(fn)) }
 // runTurn runs one request's method in the current turn.
 func (a *activation) runTurn(req *Request) {
 	h := a.host
+	mc := a.calls.method(req.MethodID)
 	if req.Ctx != nil && req.Ctx.Err() != nil {
 		// The caller cancelled while this request waited in the mailbox:
 		// it is dropped without running.
 		h.stats.skippedCancelled.Add(1)
+		mc.counts[OutcomeCancelled].Add(1)
 		req.Reply.Reply(req, nil, req.Ctx.Err())
 		req.release()
 		return
@@ -360,28 +365,31 @@ func (a *activation) runTurn(req *Request) {
 		ctx = cc
 	}
 
-	a.current = req
+	start := mc.start(h.clock)
+	a.current, a.currentCall, a.callStart = req, mc, start
 	a.deferredNow = nil
 	h.stats.invocations.Add(1)
 	reply, err := a.dispatch(ctx, req)
 	deferred := a.deferredNow
-	a.current, a.deferredNow = nil, nil
+	a.current, a.currentCall, a.deferredNow = nil, nil, nil
 
 	switch {
 	case err != nil && isPanic(err):
 		a.logPanic(err, req.MethodID)
 		if deferred != nil {
-			deferred.Reply(nil, err)
+			deferred.Reply(nil, err) // counts the call
 		} else {
+			mc.done(OutcomePanic, start, h.clock)
 			req.Reply.Reply(req, nil, err)
 			req.release()
 		}
 		a.apply(a.core.deactivate("panic"))
 		return
 	case deferred != nil:
-		// The grain answers later through the Deferred, which releases
-		// the request then.
+		// The grain answers later through the Deferred, which counts the
+		// call and releases the request then.
 	default:
+		mc.done(outcomeOf(err), start, h.clock)
 		req.Reply.Reply(req, reply, err)
 		req.release()
 	}

@@ -56,7 +56,7 @@ func (c *grainContext) Defer() (*actor.Deferred, error) {
 		return &a.deferredNow.pub, nil
 	}
 	req := a.current
-	d := &deferred{a: a, req: req, ctx: req.Ctx}
+	d := &deferred{a: a, req: req, ctx: req.Ctx, call: a.currentCall, start: a.callStart}
 	grainrt.InitDeferred(&d.pub, d)
 	if req.Budget > 0 && req.cc != nil {
 		d.deadline = req.cc.deadlineNow()
@@ -147,6 +147,8 @@ type deferred struct {
 	req      *Request        // until answered; then recycled
 	ctx      context.Context // the caller's cancellable context, or nil
 	deadline time.Time
+	call     *methodCalls // the method's counters
+	start    time.Time    // when the method's turn began, when the host times calls
 
 	mu       sync.Mutex
 	answered bool
@@ -207,6 +209,9 @@ func (d *deferred) Reply(reply proto.Message, err error) bool {
 	a.pendingMu.Lock()
 	delete(a.pending, d)
 	a.pendingMu.Unlock()
+	if d.call != nil { // nil only in tests that make a deferred by hand
+		d.call.done(outcomeOf(err), d.start, a.host.clock)
+	}
 	req.Reply.Reply(req, reply, err)
 	req.release()
 	return true

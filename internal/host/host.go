@@ -180,6 +180,11 @@ type Host struct {
 	kinds   map[string]*Kind
 	disp    *workerDispatcher
 
+	// calls counts each kind's calls by method and outcome, in the order
+	// the kinds were given; observer times them when set.
+	calls    []*kindCalls
+	observer func(grainType, method string) CallObserver
+
 	shutdown sync.Once
 
 	mu struct {
@@ -232,8 +237,21 @@ func NewHost(opts HostOptions, kinds []*Kind, optFns ...HostOption) (*Host, erro
 		}
 		h.kinds[k.Type] = k
 	}
+	for _, k := range kinds {
+		h.calls = append(h.calls, newKindCalls(k, h.observer))
+	}
 	h.mu.acts.init()
 	return h, nil
+}
+
+// kindCalls returns the call counters of kind; once per activation.
+func (h *Host) kindCalls(kind *Kind) *kindCalls {
+	for _, kc := range h.calls {
+		if kc.grainType == kind.Type {
+			return kc
+		}
+	}
+	panic("host: no call counters for kind " + kind.Type) // NewHost made one per kind
 }
 
 // Kind returns the registered kind of a grain type, or nil.
@@ -585,7 +603,7 @@ func (h *Host) collect() {
 }
 
 func (h *Host) newActivation(kind *Kind, id actor.GrainID) *activation {
-	a := &activation{host: h, kind: kind, id: id, collectionAge: h.opts.CollectionAge}
+	a := &activation{host: h, kind: kind, calls: h.kindCalls(kind), id: id, collectionAge: h.opts.CollectionAge}
 	if kind.CollectionAge > 0 {
 		a.collectionAge = kind.CollectionAge
 	}

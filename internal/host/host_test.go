@@ -236,12 +236,21 @@ type fixture struct {
 	failOnce    atomic.Bool
 	kept        chan context.Context
 	extra       []HostOption // options for the hosts startHost starts
+	dispatcher  Dispatcher   // the kinds' dispatcher; testDispatcher when nil
 }
 
 func newFixture(t *testing.T, opts HostOptions, extra ...HostOption) *fixture {
 	t.Helper()
+	return newFixtureOf(t, opts, nil, extra...)
+}
+
+// newFixtureOf is newFixture with grains run by dispatcher (nil:
+// testDispatcher).
+func newFixtureOf(t *testing.T, opts HostOptions, dispatcher Dispatcher, extra ...HostOption) *fixture {
+	t.Helper()
 	f := &fixture{t: t, clock: clock.NewFake(time.Unix(1_000_000, 0)), store: &memStore{data: map[actor.GrainID][]byte{}},
-		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64), extra: extra}
+		release: make(chan struct{}), started: make(chan struct{}, 16), kept: make(chan context.Context, 64), extra: extra,
+		dispatcher: dispatcher}
 	f.host = f.startHost(opts, testType)
 	return f
 }
@@ -251,8 +260,12 @@ func newFixture(t *testing.T, opts HostOptions, extra ...HostOption) *fixture {
 func (f *fixture) startHost(opts HostOptions, types ...string) *Host {
 	f.t.Helper()
 	kinds := make([]*Kind, len(types))
+	var dispatcher Dispatcher = testDispatcher{}
+	if f.dispatcher != nil {
+		dispatcher = f.dispatcher
+	}
 	for i, typ := range types {
-		kinds[i] = &Kind{Type: typ, Dispatcher: testDispatcher{}, New: func(id actor.GrainID) any {
+		kinds[i] = &Kind{Type: typ, Dispatcher: dispatcher, New: func(id actor.GrainID) any {
 			return &testGrain{id: id, activated: &f.activated, deactivated: &f.deactivated, invoked: &f.invoked,
 				release: f.release, started: f.started, failOnce: &f.failOnce, clock: f.clock, kept: f.kept}
 		}}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,13 +53,23 @@ func BenchmarkTurn(b *testing.B) { benchTurns(b, 1) }
 // activation's mailbox, as the runner does when load spreads out.
 func BenchmarkTurnPartitioned(b *testing.B) { benchTurns(b, 16) }
 
-func benchTurns(b *testing.B, keys int) {
+// BenchmarkTurnTimed is BenchmarkTurn on a host that times its calls, with
+// an observer that only counts: what the clock reads cost, apart from
+// whatever the observer does (internal/metrics measures its histogram).
+func BenchmarkTurnTimed(b *testing.B) {
+	var observed atomic.Int64
+	benchTurns(b, 1, host.WithCallObserver(func(string, string) host.CallObserver {
+		return func(host.Outcome, time.Duration) { observed.Add(1) }
+	}))
+}
+
+func benchTurns(b *testing.B, keys int, opts ...host.HostOption) {
 	kind := &host.Kind{
 		Type:       testgrain.CounterGrainType,
 		New:        func(id actor.GrainID) any { return testgrain.New(nil)(id) },
 		Dispatcher: &dispatch.Dispatcher{Service: testgrain.CounterService},
 	}
-	h, err := host.NewHost(host.HostOptions{}, []*host.Kind{kind}, host.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	h, err := host.NewHost(host.HostOptions{}, []*host.Kind{kind}, append(opts, host.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// readiness is what /readyz answers from: the silo's own readiness until
+// the process is asked to stop.
+type readiness struct {
+	silo     interface{ Ready() error }
+	stopping atomic.Bool
+}
+
+// errProcessStopping is /readyz's reason once a stop signal arrived.
+var errProcessStopping = errors.New("stopping: the process was asked to stop")
+
+func (r *readiness) ready() error {
+	if r.stopping.Load() {
+		return errProcessStopping
+	}
+	return r.silo.Ready()
+}
+
+// serveReadyz answers 200 "ready" while the silo serves, 503 with the
+// reason otherwise.
+func (r *readiness) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := r.ready(); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: %v\n", err)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// serveHealthz answers 200 as long as the process serves HTTP at all.
+func serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	fmt.Fprintln(w, "ok")
+}
+
+// newMux routes the HTTP port: the service API under apiPath, the
+// operator's endpoints beside it.
+func newMux(apiPath string, api http.Handler, ready *readiness, metrics http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle(apiPath, api)
+	mux.HandleFunc("GET /healthz", serveHealthz)
+	mux.HandleFunc("GET /readyz", ready.serveReadyz)
+	mux.Handle("GET /metrics", metrics)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// prometheusMetrics is the meter provider the silo reports to and the
+// handler of /metrics: the OpenTelemetry SDK with its Prometheus exporter,
+// on a registry of its own beside the Go runtime's and the process's
+// collectors.
+type prometheusMetrics struct {
+	provider *sdkmetric.MeterProvider
+	handler  http.Handler
+}
+
+func newPrometheusMetrics() (*prometheusMetrics, error) {
+	reg := prometheus.NewRegistry()
+	if err := errors.Join(
+		reg.Register(collectors.NewGoCollector()),
+		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})),
+	); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	exporter, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return &prometheusMetrics{
+		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)),
+		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+	}, nil
+}
+
+// httpPort is the silo's HTTP port, served on a goroutine of its own.
+type httpPort struct {
+	server *http.Server
+	ln     net.Listener
+	served chan error // the Serve goroutine's end
+}
+
+// httpReadHeaderTimeout bounds how long a client may take to send a
+// request's headers.
+const httpReadHeaderTimeout = 10 * time.Second
+
+// listenHTTP binds the HTTP port, so that a taken port fails the start
+// before the silo starts.
+func listenHTTP(addr string, handler http.Handler, log *slog.Logger) (*httpPort, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-http: %w", err)
+	}
+	// gRPC without TLS needs HTTP/2 in clear text (h2c) beside HTTP/1.1.
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &httpPort{
+		server: &http.Server{
+			Handler: handler, ReadHeaderTimeout: httpReadHeaderTimeout, Protocols: protocols,
+			ErrorLog: slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
+		},
+		ln: ln, served: make(chan error, 1),
+	}, nil
+}
+
+// serve serves the port until shutdown.
+func (p *httpPort) serve() {
+	go func() { p.served <- p.server.Serve(p.ln) }()
+}
+
+// shutdown stops taking requests and waits, within ctx, for those in
+// flight; then it closes what is left and waits for the Serve goroutine.
+func (p *httpPort) shutdown(ctx context.Context) error {
+	err := p.server.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("http: %w", err), p.server.Close())
+	}
+	if serveErr := <-p.served; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, fmt.Errorf("http: %w", serveErr))
+	}
+	return err
+}
