@@ -90,9 +90,14 @@ func TestOnlyAQueuedCallArmsADeadlineAndOnlyACancellableOneWatchesCancellation(t
 		assert.NoError(t, err)
 		done <- l
 	}()
-	eventually(t, func() bool { return counters(e.silo, c).deferred == before.deferred+2 })
+	// The client counts its watch after the request is sent, so the silo
+	// may defer the call first.
+	eventually(t, func() bool {
+		now := counters(e.silo, c)
+		return now.deferred == before.deferred+2 && now.clientWatches == before.clientWatches+1
+	}, "a cancellable caller's acquisition waits, and the caller watches its context")
 	after = counters(e.silo, c)
-	assert.Equal(t, before.clientWatches+1, after.clientWatches, "a cancellable caller watches its context")
+	assert.Equal(t, before.clientWatches+1, after.clientWatches, "one watch")
 	assert.Equal(t, before.siloRegistered+1, after.siloRegistered)
 
 	require.NoError(t, held.Release(context.Background()))
