@@ -196,7 +196,7 @@ func describeSilo(s *silo.Silo) string {
 	}
 	if v, err := s.Members(); err == nil {
 		self, _ := v.Member(s.Name())
-		out += fmt.Sprintf(", silo address %s, gossip %s, %d silos in the cluster", self.Address, self.GossipAddress, len(v.Members))
+		out += fmt.Sprintf(", silo address %s, gossip %s, silos in the cluster: %d", self.Address, self.GossipAddress, len(v.Members))
 	}
 	return out
 }
