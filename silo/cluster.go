@@ -78,7 +78,7 @@ func (h directoryHost) Deactivate(id actor.GrainID) bool {
 // newLinkEndpoint makes the endpoint of a link on connection c (nil when
 // the connection is yet to be dialled).
 func (s *Silo) newLinkEndpoint(h *host.Host, interner *wire.Interner, c *transport.Conn) *rpc.Endpoint {
-	ep := rpc.NewEndpoint(s.opts.linkEndpoint(), h, interner, s.deps.clock, s.log)
+	ep := rpc.NewEndpoint(s.opts.linkEndpoint(s.rejected), h, interner, s.deps.clock, s.log)
 	if c != nil {
 		ep.Attach(c)
 	}

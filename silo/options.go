@@ -260,17 +260,23 @@ func (o *Options) Validate() error {
 const minFrameSize = 64
 
 // clientEndpoint is how the silo's end of a client connection is set up.
-func (o *Options) clientEndpoint() rpc.EndpointOptions {
+// rejected counts and logs, for every connection of the silo, what it
+// refuses.
+func (o *Options) clientEndpoint(rejected *rpc.Rejections) rpc.EndpointOptions {
 	return rpc.EndpointOptions{
 		SweepInterval: o.TimeoutResolution, MaxInFlight: o.Limits.MaxInFlight,
 		ActivationRate: o.Limits.ActivationRate, ActivationBurst: o.Limits.ActivationBurst,
+		Rejections: rejected,
 	}
 }
 
 // linkEndpoint is how the silo's end of a link to another silo is set up:
 // it carries the calls of many clients, which their own gateways budget.
-func (o *Options) linkEndpoint() rpc.EndpointOptions {
-	return rpc.EndpointOptions{SweepInterval: o.TimeoutResolution, MaxInFlight: linkMaxInFlight, ActivationRate: -1}
+func (o *Options) linkEndpoint(rejected *rpc.Rejections) rpc.EndpointOptions {
+	return rpc.EndpointOptions{
+		SweepInterval: o.TimeoutResolution, MaxInFlight: linkMaxInFlight, ActivationRate: -1,
+		Rejections: rejected,
+	}
 }
 
 // linkMaxInFlight bounds the requests in flight on a link between silos.
