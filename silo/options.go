@@ -83,7 +83,8 @@ type Security struct {
 	// ClientCAs.
 	TLS *tls.Config
 	// DialTLS, when set, is the client configuration this silo dials other
-	// silos with (for mutual TLS between silos, with Certificates).
+	// silos with (for mutual TLS between silos, with Certificates). A silo
+	// of a cluster sets both TLS and DialTLS, or neither.
 	DialTLS *tls.Config
 }
 
@@ -252,6 +253,14 @@ func (o *Options) Validate() error {
 		c.Positive("Cluster.HandoffWait", o.Cluster.HandoffWait)
 		c.Positive("Cluster.KeepaliveInterval", o.Cluster.KeepaliveInterval)
 		c.Positive("Cluster.KeepaliveTimeout", o.Cluster.KeepaliveTimeout)
+		// Every silo's link listener takes Security.TLS and every silo
+		// dials links with DialTLS: one without the other cannot link.
+		if (o.Security.TLS == nil) != (o.Security.DialTLS == nil) {
+			c.Bad("Security.DialTLS", "and Security.TLS must be set together in a cluster: links are dialled with DialTLS to listeners that use TLS")
+		}
+	}
+	if t := o.Security.TLS; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
+		c.Bad("Security.TLS", "has no certificate (Certificates, GetCertificate or GetConfigForClient)")
 	}
 	return c.Err()
 }
