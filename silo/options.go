@@ -162,6 +162,18 @@ type Limits struct {
 	// and no frame either way for this long; the client dials again on its
 	// next call. Default 5 min; negative keeps idle connections.
 	IdleTimeout time.Duration
+	// HandshakeTimeout bounds the handshake of every connection of the
+	// silo, TLS included, clients' and other silos'; a connection that has
+	// not finished it in time is closed. Default 5 s.
+	HandshakeTimeout time.Duration
+	// MinReadRate closes a connection that sends a frame it has started
+	// slower than this many bytes per second, measured over
+	// ReadRateWindow (time between frames does not count). Default
+	// 1 KiB/s; negative turns the rule off.
+	MinReadRate int
+	// ReadRateWindow is the window over which MinReadRate is measured.
+	// Default 10 s.
+	ReadRateWindow time.Duration
 }
 
 // DefaultIdleTimeout is how long a client connection may sit idle.
@@ -196,6 +208,15 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Limits.IdleTimeout == 0 {
 		o.Limits.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.Limits.HandshakeTimeout == 0 {
+		o.Limits.HandshakeTimeout = transport.DefaultHandshakeTimeout
+	}
+	if o.Limits.MinReadRate == 0 {
+		o.Limits.MinReadRate = transport.DefaultMinReadRate
+	}
+	if o.Limits.ReadRateWindow == 0 {
+		o.Limits.ReadRateWindow = transport.DefaultReadRateWindow
 	}
 	if o.Security.ClusterID == "" {
 		o.Security.ClusterID = DefaultClusterID
@@ -237,6 +258,8 @@ func (o *Options) Validate() error {
 	c.Range("Limits.ActivationBurst", o.Limits.ActivationBurst, 0, 1<<30)
 	c.Range("Limits.MaxActivations", o.Limits.MaxActivations, 0, 1<<30)
 	c.Range("Limits.MaxConnections", o.Limits.MaxConnections, 0, 1<<30)
+	c.Positive("Limits.HandshakeTimeout", o.Limits.HandshakeTimeout)
+	c.Positive("Limits.ReadRateWindow", o.Limits.ReadRateWindow)
 	if n := len(o.Security.Secret); n > 0 && n < transport.MinSecretLength {
 		c.Bad("Security.Secret", "must be at least %d bytes, got %d", transport.MinSecretLength, n)
 	}
@@ -320,7 +343,10 @@ func (o *Options) linkTransport(gen int64, dial bool) transport.Options {
 }
 
 func (o *Options) transport() transport.Options {
-	return transport.Options{MaxFrameSize: o.MaxFrameSize, ClusterSecret: o.Security.Secret} // Listen fills in the other defaults
+	return transport.Options{ // Listen and Dial fill in the other defaults
+		MaxFrameSize: o.MaxFrameSize, ClusterSecret: o.Security.Secret,
+		HandshakeTimeout: o.Limits.HandshakeTimeout, MinReadRate: o.Limits.MinReadRate, ReadRateWindow: o.Limits.ReadRateWindow,
+	}
 }
 
 // Option injects behaviour into a Silo.
