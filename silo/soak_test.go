@@ -184,16 +184,7 @@ func TestSoakValidTrafficSurvivesEveryMalformedKind(t *testing.T) {
 // up to a bound of them, so that a wake-up does not pay for a new
 // goroutine's stack.
 func goroutines() (others []string, parked int) {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range goroutineStacks() {
 		switch {
 		case strings.Contains(g, "silo_test.goroutines()"):
 			// The goroutine asking: the test's, or the one Eventually runs
