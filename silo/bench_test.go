@@ -2,6 +2,7 @@ package silo_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,17 +11,43 @@ import (
 
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/internal/echo"
+	"github.com/granary-go/granary/internal/testcerts"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/silo"
 	"github.com/granary-go/granary/testcluster"
 )
 
+// benchTLS is the TLS of a benchmark's connections, server and client
+// ends; nil means plain TCP.
+type benchTLS struct{ server, client *tls.Config }
+
+// newBenchTLS makes a CA and the configurations of a TLS benchmark.
+func newBenchTLS(b *testing.B) *benchTLS {
+	ca := testcerts.NewCA(b, "bench")
+	return &benchTLS{server: ca.ServerConfig(b), client: ca.ClientConfig()}
+}
+
+func (t *benchTLS) serverConfig() *tls.Config {
+	if t == nil {
+		return nil
+	}
+	return t.server
+}
+
+func (t *benchTLS) clientConfig() *tls.Config {
+	if t == nil {
+		return nil
+	}
+	return t.client
+}
+
 // benchSilo starts a silo and a client connected to its gateway over
-// loopback.
-func benchSilo(b *testing.B, opts ...silo.Option) (*silo.Silo, *client.Client) {
+// loopback, with TLS when sec is set.
+func benchSilo(b *testing.B, sec *benchTLS, opts ...silo.Option) (*silo.Silo, *client.Client) {
 	b.Helper()
-	s, err := silo.New(silo.Options{GatewayAddress: "127.0.0.1:0", Name: "bench"}, append([]silo.Option{silo.WithLogger(quiet)}, opts...)...)
+	s, err := silo.New(silo.Options{GatewayAddress: "127.0.0.1:0", Name: "bench", Security: silo.Security{TLS: sec.serverConfig()}},
+		append([]silo.Option{silo.WithLogger(quiet)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -30,7 +57,7 @@ func benchSilo(b *testing.B, opts ...silo.Option) (*silo.Silo, *client.Client) {
 	if err := s.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	c, err := client.New(client.Options{Gateways: []string{s.GatewayAddr().String()}}, client.WithLogger(quiet))
+	c, err := client.New(client.Options{Gateways: []string{s.GatewayAddr().String()}, TLS: sec.clientConfig()}, client.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,14 +80,15 @@ func benchRefs(c *client.Client, workers, keys int) []testgrain.CounterRef {
 }
 
 // benchEcho starts a bare echo server and a client connected to it over
-// loopback.
-func benchEcho(b *testing.B) *echo.Client {
+// loopback, with TLS when sec is set: the same transport as the grain
+// calls'.
+func benchEcho(b *testing.B, sec *benchTLS) *echo.Client {
 	b.Helper()
-	srv, err := echo.Listen("127.0.0.1:0", transport.Options{})
+	srv, err := echo.Listen("127.0.0.1:0", transport.Options{TLS: sec.serverConfig()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := echo.Dial(context.Background(), srv.Addr().String(), transport.Options{})
+	c, err := echo.Dial(context.Background(), srv.Addr().String(), transport.Options{TLS: sec.clientConfig()})
 	if err != nil {
 		_ = srv.Close()
 		b.Fatal(err)
@@ -102,7 +130,12 @@ func runWorkers(b *testing.B, workers int, call func(worker int) error) {
 // BenchmarkGrainCall measures a client-to-silo round trip through a
 // generated reference: one key (hot) and sixteen keys (partitioned), with a
 // caller that cannot cancel and with one that can.
-func BenchmarkGrainCall(b *testing.B) {
+func BenchmarkGrainCall(b *testing.B) { benchGrainCall(b, nil) }
+
+// BenchmarkGrainCallTLS is BenchmarkGrainCall over TLS.
+func BenchmarkGrainCallTLS(b *testing.B) { benchGrainCall(b, newBenchTLS(b)) }
+
+func benchGrainCall(b *testing.B, sec *benchTLS) {
 	for _, tc := range []struct {
 		name        string
 		workers     int
@@ -116,7 +149,7 @@ func BenchmarkGrainCall(b *testing.B) {
 		{"partitioned-16", 16, 16, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			s, c := benchSilo(b)
+			s, c := benchSilo(b, sec)
 			refs := benchRefs(c, tc.workers, tc.keys)
 			ctx := context.Background()
 			if tc.cancellable {
@@ -148,13 +181,18 @@ func benchAdds(b *testing.B, ctx context.Context, s *silo.Silo, c *client.Client
 // BenchmarkEcho is the transport ceiling measured beside the grain calls:
 // a bare length-prefixed echo over one loopback connection, 48-byte
 // payloads, answered inline on the server's reader goroutine.
-func BenchmarkEcho(b *testing.B) {
+func BenchmarkEcho(b *testing.B) { benchEchoCalls(b, nil) }
+
+// BenchmarkEchoTLS is BenchmarkEcho over TLS.
+func BenchmarkEchoTLS(b *testing.B) { benchEchoCalls(b, newBenchTLS(b)) }
+
+func benchEchoCalls(b *testing.B, sec *benchTLS) {
 	for _, tc := range []struct {
 		name    string
 		workers int
 	}{{"sequential", 1}, {"parallel-16", 16}} {
 		b.Run(tc.name, func(b *testing.B) {
-			c := benchEcho(b)
+			c := benchEcho(b, sec)
 			payload := make([]byte, 48)
 			runWorkers(b, tc.workers, func(int) error {
 				_, err := c.Call(payload)
@@ -228,7 +266,13 @@ func p99(record [][]time.Duration) time.Duration {
 // benchmarks run one after the other apart; slices taken turn about see
 // the same drift, so the ratio is steadier than one computed from
 // BenchmarkGrainCall and BenchmarkEcho.
-func BenchmarkGrainToEchoRatio(b *testing.B) {
+func BenchmarkGrainToEchoRatio(b *testing.B) { benchGrainToEchoRatio(b, nil) }
+
+// BenchmarkGrainToEchoRatioTLS is BenchmarkGrainToEchoRatio with both the
+// grain calls and the echo over TLS.
+func BenchmarkGrainToEchoRatioTLS(b *testing.B) { benchGrainToEchoRatio(b, newBenchTLS(b)) }
+
+func benchGrainToEchoRatio(b *testing.B, sec *benchTLS) {
 	const slice = 4096
 	for _, tc := range []struct {
 		name string
@@ -236,8 +280,8 @@ func BenchmarkGrainToEchoRatio(b *testing.B) {
 	}{{"hot-key-16", 1}, {"partitioned-16", 16}} {
 		b.Run(tc.name, func(b *testing.B) {
 			const workers = 16
-			_, c := benchSilo(b)
-			refs, ec := benchRefs(c, workers, tc.keys), benchEcho(b)
+			_, c := benchSilo(b, sec)
+			refs, ec := benchRefs(c, workers, tc.keys), benchEcho(b, sec)
 			ctx, in, payload := context.Background(), &testgrain.AddRequest{Delta: 1}, make([]byte, 48)
 			grain := func(w int) error { _, err := refs[w].Add(ctx, in); return err }
 			bare := func(int) error { _, err := ec.Call(payload); return err }
@@ -310,7 +354,7 @@ func BenchmarkForwardedToEchoRatio(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			ec := benchEcho(b)
+			ec := benchEcho(b, nil)
 			kinds := []func(int) error{
 				func(w int) error { _, err := direct[w].Add(ctx, in); return err },
 				func(w int) error { _, err := forwarded[w].Add(ctx, in); return err },

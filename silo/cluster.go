@@ -78,7 +78,7 @@ func (h directoryHost) Deactivate(id actor.GrainID) bool {
 // newLinkEndpoint makes the endpoint of a link on connection c (nil when
 // the connection is yet to be dialled).
 func (s *Silo) newLinkEndpoint(h *host.Host, interner *wire.Interner, c *transport.Conn) *rpc.Endpoint {
-	opts := s.opts.linkEndpoint()
+	opts := s.opts.linkEndpoint(s.rejected)
 	if s.dir != nil {
 		opts.Moved = s.dir.Moved
 	}

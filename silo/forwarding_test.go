@@ -1,11 +1,11 @@
 package silo_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"testing"
 	"time"
@@ -143,22 +143,25 @@ func TestCancelRemovesAQueuedRelayedCallWithoutRunningIt(t *testing.T) {
 
 // goroutinesIn counts the goroutines whose stack has a frame of fn.
 func goroutinesIn(fn string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	count := 0
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte(fn)) {
+	for _, g := range goroutineStacks() {
+		if strings.Contains(g, fn) {
 			count++
 		}
 	}
 	return count
+}
+
+// goroutineStacks returns the stack of every goroutine, one per string.
+func goroutineStacks() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // A relayed call is an entry in the link's call table, not a goroutine:

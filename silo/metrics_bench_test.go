@@ -22,7 +22,7 @@ func BenchmarkMeteredGrainCall(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-			s, c := benchSilo(b, silo.WithMeterProvider(mp))
+			s, c := benchSilo(b, nil, silo.WithMeterProvider(mp))
 			benchAdds(b, context.Background(), s, c, benchRefs(c, tc.workers, 1))
 		})
 	}

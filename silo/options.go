@@ -85,7 +85,8 @@ type Security struct {
 	// ClientCAs.
 	TLS *tls.Config
 	// DialTLS, when set, is the client configuration this silo dials other
-	// silos with (for mutual TLS between silos, with Certificates).
+	// silos with (for mutual TLS between silos, with Certificates). A silo
+	// of a cluster sets both TLS and DialTLS, or neither.
 	DialTLS *tls.Config
 }
 
@@ -163,6 +164,18 @@ type Limits struct {
 	// and no frame either way for this long; the client dials again on its
 	// next call. Default 5 min; negative keeps idle connections.
 	IdleTimeout time.Duration
+	// HandshakeTimeout bounds the handshake of every connection of the
+	// silo, TLS included, clients' and other silos'; a connection that has
+	// not finished it in time is closed. Default 5 s.
+	HandshakeTimeout time.Duration
+	// MinReadRate closes a connection that sends a frame it has started
+	// slower than this many bytes per second, measured over
+	// ReadRateWindow (time between frames does not count). Default
+	// 1 KiB/s; negative turns the rule off.
+	MinReadRate int
+	// ReadRateWindow is the window over which MinReadRate is measured.
+	// Default 10 s.
+	ReadRateWindow time.Duration
 }
 
 // DefaultIdleTimeout is how long a client connection may sit idle.
@@ -197,6 +210,15 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Limits.IdleTimeout == 0 {
 		o.Limits.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.Limits.HandshakeTimeout == 0 {
+		o.Limits.HandshakeTimeout = transport.DefaultHandshakeTimeout
+	}
+	if o.Limits.MinReadRate == 0 {
+		o.Limits.MinReadRate = transport.DefaultMinReadRate
+	}
+	if o.Limits.ReadRateWindow == 0 {
+		o.Limits.ReadRateWindow = transport.DefaultReadRateWindow
 	}
 	if o.Security.ClusterID == "" {
 		o.Security.ClusterID = DefaultClusterID
@@ -238,6 +260,8 @@ func (o *Options) Validate() error {
 	c.Range("Limits.ActivationBurst", o.Limits.ActivationBurst, 0, 1<<30)
 	c.Range("Limits.MaxActivations", o.Limits.MaxActivations, 0, 1<<30)
 	c.Range("Limits.MaxConnections", o.Limits.MaxConnections, 0, 1<<30)
+	c.Positive("Limits.HandshakeTimeout", o.Limits.HandshakeTimeout)
+	c.Positive("Limits.ReadRateWindow", o.Limits.ReadRateWindow)
 	if n := len(o.Security.Secret); n > 0 && n < transport.MinSecretLength {
 		c.Bad("Security.Secret", "must be at least %d bytes, got %d", transport.MinSecretLength, n)
 	}
@@ -254,6 +278,14 @@ func (o *Options) Validate() error {
 		c.Positive("Cluster.HandoffWait", o.Cluster.HandoffWait)
 		c.Positive("Cluster.KeepaliveInterval", o.Cluster.KeepaliveInterval)
 		c.Positive("Cluster.KeepaliveTimeout", o.Cluster.KeepaliveTimeout)
+		// Every silo's link listener takes Security.TLS and every silo
+		// dials links with DialTLS: one without the other cannot link.
+		if (o.Security.TLS == nil) != (o.Security.DialTLS == nil) {
+			c.Bad("Security.DialTLS", "and Security.TLS must be set together in a cluster: links are dialled with DialTLS to listeners that use TLS")
+		}
+	}
+	if t := o.Security.TLS; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
+		c.Bad("Security.TLS", "has no certificate (Certificates, GetCertificate or GetConfigForClient)")
 	}
 	return c.Err()
 }
@@ -262,17 +294,23 @@ func (o *Options) Validate() error {
 const minFrameSize = 64
 
 // clientEndpoint is how the silo's end of a client connection is set up.
-func (o *Options) clientEndpoint() rpc.EndpointOptions {
+// rejected counts and logs, for every connection of the silo, what it
+// refuses.
+func (o *Options) clientEndpoint(rejected *rpc.Rejections) rpc.EndpointOptions {
 	return rpc.EndpointOptions{
 		SweepInterval: o.TimeoutResolution, MaxInFlight: o.Limits.MaxInFlight,
 		ActivationRate: o.Limits.ActivationRate, ActivationBurst: o.Limits.ActivationBurst,
+		Rejections: rejected,
 	}
 }
 
 // linkEndpoint is how the silo's end of a link to another silo is set up:
 // it carries the calls of many clients, which their own gateways budget.
-func (o *Options) linkEndpoint() rpc.EndpointOptions {
-	return rpc.EndpointOptions{SweepInterval: o.TimeoutResolution, MaxInFlight: linkMaxInFlight, ActivationRate: -1}
+func (o *Options) linkEndpoint(rejected *rpc.Rejections) rpc.EndpointOptions {
+	return rpc.EndpointOptions{
+		SweepInterval: o.TimeoutResolution, MaxInFlight: linkMaxInFlight, ActivationRate: -1,
+		Rejections: rejected,
+	}
 }
 
 // linkMaxInFlight bounds the requests in flight on a link between silos.
@@ -307,7 +345,10 @@ func (o *Options) linkTransport(gen int64, dial bool) transport.Options {
 }
 
 func (o *Options) transport() transport.Options {
-	return transport.Options{MaxFrameSize: o.MaxFrameSize, ClusterSecret: o.Security.Secret} // Listen fills in the other defaults
+	return transport.Options{ // Listen and Dial fill in the other defaults
+		MaxFrameSize: o.MaxFrameSize, ClusterSecret: o.Security.Secret,
+		HandshakeTimeout: o.Limits.HandshakeTimeout, MinReadRate: o.Limits.MinReadRate, ReadRateWindow: o.Limits.ReadRateWindow,
+	}
 }
 
 // Option injects behaviour into a Silo.

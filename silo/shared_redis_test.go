@@ -41,7 +41,9 @@ func TestTwoSilosShareOneRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 5, r.Value)
 	require.True(t, a.silo.Host().Deactivate(id))
-	eventually(t, func() bool { return !a.silo.Host().IsActive(id) }, "deactivated on A")
+	// A grain stops serving when its deactivation begins, and has written
+	// its state when the deactivation is counted.
+	eventually(t, func() bool { return a.silo.Host().Stats().Deactivations == 1 }, "deactivated on A, its state written")
 
 	got, err := onB.Get(ctx, &testgrain.GetRequest{})
 	require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/granary-go/granary/internal/dispatch"
 	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/metrics"
+	"github.com/granary-go/granary/internal/ratelog"
 	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
@@ -44,6 +45,10 @@ type Silo struct {
 	caller  *hostedCaller
 	router  *rpc.Router
 	gen     int64 // this incarnation: the silo's start time, Unix nanoseconds
+
+	// rejected counts what every connection refused, and throttles the
+	// log lines about it for the whole silo.
+	rejected *rpc.Rejections
 
 	// host is set once, by Start; every local call reads it, so it is
 	// atomic rather than under mu.
@@ -103,6 +108,7 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 		s.deps.store = persistence.NewMemoryStore()
 	}
 	s.log = s.deps.log.With(slog.String("silo", opts.Name))
+	s.rejected = rpc.NewRejections(ratelog.New(s.log, s.deps.clock, transport.DefaultLogBurst, transport.DefaultLogInterval))
 	flusher, err := s.newFlusher()
 	if err != nil {
 		return nil, err
@@ -290,7 +296,7 @@ func (s *Silo) serveGateway(h *host.Host, interner *wire.Interner, ln net.Listen
 		if c.Peer().Role == transport.RoleSilo {
 			return s.acceptLink(c, s.newLinkEndpoint(h, interner, c))
 		}
-		ep := rpc.NewEndpoint(s.opts.clientEndpoint(), h, interner, s.deps.clock, s.log)
+		ep := rpc.NewEndpoint(s.opts.clientEndpoint(s.rejected), h, interner, s.deps.clock, s.log)
 		ep.Attach(c)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -520,6 +526,16 @@ type Stats struct {
 	// connections and links that closed since Start: add them to Gateway
 	// and Links for totals that never go back.
 	ClosedGateway, ClosedLinks rpc.EndpointStats
+	// Rejected counts the requests and frames refused on every connection
+	// since New, gateway and links, those closed since included.
+	Rejected rpc.RejectionStats
+	// GatewayListener counts the gateway's connections: those refused and
+	// closed for the peer's behaviour (the handshake, the connection limit,
+	// frames too large or too slow).
+	GatewayListener transport.ListenerStats
+	// LinkListener counts the same for the listener of links from other
+	// silos (a silo of a cluster).
+	LinkListener transport.ListenerStats
 }
 
 // Stats returns the silo's counters.
@@ -535,11 +551,19 @@ func (s *Silo) Stats() Stats {
 		links = append(links, l.ep)
 	}
 	flusher := s.flusher // a failed Start replaces it
+	gateway, linkListener := s.mu.listener, s.mu.linkListener
 	// Read with the live connections: a connection counts either here
 	// or, read later below, among them, never in both.
 	var st Stats
 	st.ClosedGateway, st.ClosedLinks = s.mu.closedGateway, s.mu.closedLinks
 	s.mu.Unlock()
+	st.Rejected = s.rejected.Stats()
+	if gateway != nil {
+		st.GatewayListener = gateway.Stats()
+	}
+	if linkListener != nil {
+		st.LinkListener = linkListener.Stats()
+	}
 	for _, ep := range links {
 		st.Links.Add(ep.Stats())
 	}

@@ -100,7 +100,7 @@ func TestClientCallsGrainThroughGateway(t *testing.T) {
 	// Idle past the collection age: the grain deactivates and its state
 	// is flushed to the store.
 	e.clock.Advance(11 * time.Minute)
-	eventually(t, func() bool { return !host.IsActive(id) }, "deactivated when idle")
+	eventually(t, func() bool { return !host.IsActive(id) && host.Stats().Deactivations == 1 }, "deactivated when idle, its state written")
 	data, _, err := e.store.Read(ctx, persistence.Key{GrainType: id.Type, GrainKey: id.Key, Name: "state"})
 	require.NoError(t, err)
 	assert.NotEmpty(t, data)

@@ -1,11 +1,16 @@
 package rpc
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/ratelog"
+	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -94,12 +99,83 @@ const (
 	rejectInFlight rejection = iota
 	rejectActivationBudget
 	rejectBadRequest
+	rejectUnknownGrainType
+	rejectUnknownMethod
+	rejectMalformedFrame
+	rejectUnknownFrameKind
 	numRejections
 )
 
-var rejectionNames = [numRejections]string{"too many calls in flight", "activation budget spent", "bad request"}
+var rejectionNames = [numRejections]string{
+	"too many calls in flight", "activation budget spent", "bad request", "unknown grain type", "unknown method",
+	"malformed frame", "unknown frame kind",
+}
 
 // overloadedInFlight is the error of a request over the in-flight limit.
 func overloadedInFlight(limit int64) error {
 	return fmt.Errorf("%w: %d calls in flight on this connection", proxy.ErrOverloaded, limit)
+}
+
+// Rejections counts what the endpoints sharing it refused of their peers,
+// and logs it through one throttle. A silo gives one to all its endpoints,
+// so that a peer opening connection after connection cannot flood the log
+// (each endpoint still logs a kind at most once), and so that the counts
+// outlive the connections. It is safe for concurrent use.
+type Rejections struct {
+	log    *ratelog.Logger
+	counts [numRejections]atomic.Int64
+}
+
+// NewRejections returns Rejections that log through log; nil means a
+// logger of its own on slog.Default and the real clock, with the
+// transport's default burst and interval.
+func NewRejections(log *ratelog.Logger) *Rejections {
+	if log == nil {
+		log = newRejectionLog(nil, nil)
+	}
+	return &Rejections{log: log}
+}
+
+// newRejectionLog is the throttle of an endpoint that was given no
+// Rejections: the same shape as a listener's.
+func newRejectionLog(log *slog.Logger, c clock.Clock) *ratelog.Logger {
+	return ratelog.New(log, c, transport.DefaultLogBurst, transport.DefaultLogInterval)
+}
+
+// RejectionStats count requests and frames refused, over every endpoint
+// that shares one Rejections, since it was made.
+type RejectionStats struct {
+	Overloaded       int64  // requests refused: too many calls in flight on their connection
+	OverBudget       int64  // requests refused: their new activation was over the connection's budget
+	BadRequests      int64  // requests whose contents could not be read (key, payload, budget, call id)
+	UnknownGrainType int64  // requests for a grain type the silo does not host
+	UnknownMethod    int64  // requests for a method the grain type does not have
+	MalformedFrames  int64  // frames that could not be parsed; each closed its connection
+	UnknownKinds     int64  // frames of a kind this end does not know; each closed its connection
+	LogSuppressed    uint64 // log lines about the above dropped by the throttle
+}
+
+// Stats returns the counts.
+func (r *Rejections) Stats() RejectionStats {
+	c := &r.counts
+	return RejectionStats{
+		Overloaded: c[rejectInFlight].Load(), OverBudget: c[rejectActivationBudget].Load(),
+		BadRequests: c[rejectBadRequest].Load(), UnknownGrainType: c[rejectUnknownGrainType].Load(),
+		UnknownMethod: c[rejectUnknownMethod].Load(), MalformedFrames: c[rejectMalformedFrame].Load(),
+		UnknownKinds: c[rejectUnknownFrameKind].Load(), LogSuppressed: r.log.Suppressed(),
+	}
+}
+
+// rejectionOf tells which kind of rejection the error a request is
+// answered with is, if any: only the slow path of a failed request asks.
+func rejectionOf(err error) (rejection, bool) {
+	switch {
+	case errors.Is(err, proxy.ErrBadRequest):
+		return rejectBadRequest, true
+	case errors.Is(err, proxy.ErrUnknownGrainType):
+		return rejectUnknownGrainType, true
+	case errors.Is(err, proxy.ErrUnknownMethod):
+		return rejectUnknownMethod, true
+	}
+	return 0, false
 }

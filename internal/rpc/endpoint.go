@@ -52,6 +52,11 @@ type EndpointOptions struct {
 	// said the grain lives on another silo than the one at its other end:
 	// the directory cache that chose this link was stale.
 	Moved func(grain actor.GrainID, silo string)
+	// Rejections counts and logs what the endpoint refuses of its peer. A
+	// silo shares one among all its endpoints, so that its log throttle
+	// holds however many connections a peer opens. Default: one of the
+	// endpoint's own, on its logger and clock.
+	Rejections *Rejections
 }
 
 // Endpoint is one end of a connection between peers (client and gateway, or
@@ -79,6 +84,7 @@ type Endpoint struct {
 	cancelWatches, cancelsSent atomic.Int64
 	rejections                 [numRejections]atomic.Int64
 	logged                     [numRejections]atomic.Bool // each kind is logged once per connection
+	shared                     *Rejections                // counts and throttles rejections with other endpoints
 }
 
 var (
@@ -102,7 +108,10 @@ func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner,
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Endpoint{inbound: inbound, decoder: wire.NewDecoder(interner), log: log, moved: opts.Moved}
+	e := &Endpoint{inbound: inbound, decoder: wire.NewDecoder(interner), log: log, moved: opts.Moved, shared: opts.Rejections}
+	if e.shared == nil {
+		e.shared = NewRejections(newRejectionLog(log, c))
+	}
 	e.calls.init(c, opts.SweepInterval)
 	e.admit.init(opts, c)
 	if in, ok := inbound.(InlineInbound); ok {
@@ -299,7 +308,7 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 			e.refuse(id, fmt.Errorf("%w: %w", proxy.ErrBadRequest, err))
 			return
 		}
-		e.log.Warn("closing connection after a malformed frame", slog.Any("remote", c.RemoteAddr()), slog.Any("err", err))
+		e.rejectedFrame(rejectMalformedFrame, slog.Any("err", err))
 		c.Close()
 		return
 	}
@@ -322,7 +331,7 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 	case wire.KindCancel:
 		e.registry().Cancel(env.CallID)
 	default:
-		e.log.Warn("closing connection after an unknown frame kind", slog.Any("remote", c.RemoteAddr()), slog.Any("kind", env.Kind))
+		e.rejectedFrame(rejectUnknownFrameKind, slog.Any("kind", env.Kind))
 		c.Close()
 	}
 }
@@ -371,6 +380,11 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 // arrived on this endpoint.
 func (e *Endpoint) Reply(req *host.Request, reply proto.Message, err error) {
 	e.inFlight.Add(-1)
+	if err != nil {
+		if k, ok := rejectionOf(err); ok {
+			e.rejected(k)
+		}
+	}
 	if req.Registered {
 		e.cancels.Done(req.CallID)
 	}
@@ -397,14 +411,31 @@ func (e *Endpoint) Reply(req *host.Request, reply proto.Message, err error) {
 	}
 }
 
-// rejected counts a refusal of kind k and logs the first of its kind on
-// this connection, so that no peer can flood the log.
+// rejected counts a refusal of a request, of kind k, and logs the first of
+// its kind on this connection, through the shared throttle, so that no peer
+// can flood the log.
 func (e *Endpoint) rejected(k rejection) {
-	e.rejections[k].Add(1)
-	if !e.logged[k].Swap(true) {
-		e.log.Info("refusing a peer's request", slog.Any("remote", e.remote()), slog.String("reason", rejectionNames[k]),
+	if e.count(k) {
+		e.shared.log.Log(slog.LevelInfo, "rpc: request refused", slog.Any("peer", e.remote()),
+			slog.String("reason", rejectionNames[k]),
 			slog.String("note", "logged once per connection; see the silo's stats for the count"))
 	}
+}
+
+// rejectedFrame counts a frame of kind k that closes the connection, and
+// logs it through the shared throttle, with detail.
+func (e *Endpoint) rejectedFrame(k rejection, detail slog.Attr) {
+	if e.count(k) {
+		e.shared.log.Log(slog.LevelWarn, "rpc: connection closed: "+rejectionNames[k], slog.Any("peer", e.remote()), detail)
+	}
+}
+
+// count counts a rejection of kind k, here and in the shared counts, and
+// reports whether it is this connection's first of its kind.
+func (e *Endpoint) count(k rejection) bool {
+	e.rejections[k].Add(1)
+	e.shared.counts[k].Add(1)
+	return !e.logged[k].Swap(true)
 }
 
 // refuse answers the request with call id at once with err, before
