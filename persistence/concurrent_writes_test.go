@@ -93,3 +93,37 @@ func TestFlusherWritesUpToWritersRecordsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// Owners take their snapshots in their own turns, so a period's snapshots
+// reach the writer one by one. One that arrives while earlier writes of
+// the same period are held still starts at once, beside them: a slow
+// write does not hold up the records behind it.
+func TestASnapshotThatArrivesDuringAWriteIsWrittenBesideIt(t *testing.T) {
+	store := &holdStore{Store: NewMemoryStore(), release: make(chan struct{}), perKey: make(map[Key]int)}
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	f, err := NewFlusher(store, FlusherOptions{Writers: 4, WriteTimeout: time.Minute}, WithClock(fake))
+	require.NoError(t, err)
+	require.NoError(t, f.Start(context.Background()))
+	t.Cleanup(func() { _ = f.Stop(context.Background()) })
+
+	quick, busy := newTestOwner(t), newTestOwner(t)
+	first := quick.open(t, f, keyN(1))
+	second := busy.open(t, f, keyN(2))
+	quick.do(t, func() { quick.state = 1; first.MarkDirty() })
+	busy.do(t, func() { busy.state = 2; second.MarkDirty() })
+	// The busy owner's turn runs long: its snapshot turn waits behind it.
+	inTurn, endTurn := make(chan struct{}), make(chan struct{})
+	require.True(t, busy.schedule(func() { close(inTurn); <-endTurn }))
+	<-inTurn
+
+	fake.Advance(f.Options().Period)
+	require.Eventually(t, func() bool { n, _, _ := store.counts(); return n == 1 }, waitFor, pollEvery,
+		"the quick owner's snapshot is being written")
+	close(endTurn) // the busy owner's snapshot arrives while that write is held
+	assert.Eventually(t, func() bool { n, _, _ := store.counts(); return n == 2 }, waitFor, pollEvery,
+		"the late snapshot is written beside the held one")
+	close(store.release)
+	require.Eventually(t, func() bool { return f.Stats().WritesSucceeded == 2 }, waitFor, pollEvery, "stats %+v", f.Stats())
+	_, _, perKey := store.counts()
+	assert.Equal(t, 1, perKey, "one write per record at a time")
+}

@@ -39,8 +39,10 @@ type Flusher struct {
 	// Both hold at most one signal: a signal means "look again", not a count.
 	tick chan struct{}
 	work chan struct{}
-	// slots holds a token per background write in flight, Writers at most.
-	slots chan struct{}
+	// slots holds a token per background write in flight, Writers at most;
+	// written tells drain that one of them ended (one signal at most).
+	slots   chan struct{}
+	written chan struct{}
 
 	// spare is the writer's second buffer for the dirty list, swapped with
 	// mu.dirty at every collection so a period allocates nothing.
@@ -108,13 +110,14 @@ func NewFlusher(store Store, opts FlusherOptions, optFns ...Option) (*Flusher, e
 		fn(&deps)
 	}
 	f := &Flusher{
-		store:  store,
-		opts:   opts,
-		clock:  deps.clock,
-		logger: deps.logger,
-		tick:   make(chan struct{}, 1),
-		work:   make(chan struct{}, 1),
-		slots:  make(chan struct{}, opts.Writers),
+		store:   store,
+		opts:    opts,
+		clock:   deps.clock,
+		logger:  deps.logger,
+		tick:    make(chan struct{}, 1),
+		work:    make(chan struct{}, 1),
+		slots:   make(chan struct{}, opts.Writers),
+		written: make(chan struct{}, 1),
 	}
 	f.tickFn = f.onTick
 	f.mu.records = make(map[*Record]struct{})
@@ -388,8 +391,10 @@ func (f *Flusher) dequeue() *Record {
 
 // drain writes every queued snapshot, starting them in queue order with up
 // to Writers in flight, and reports how many records it took from the
-// queue once every write it started has ended. A nil quit drains to the
-// end; otherwise drain stops starting writes once quit is closed.
+// queue once every write it started has ended. Owners take snapshots in
+// their own turns, so they arrive one by one: one that arrives while
+// writes are in flight joins them. A nil quit drains to the end; otherwise
+// drain stops starting writes once quit is closed.
 func (f *Flusher) drain(ctx context.Context, quit <-chan struct{}) int {
 	n := 0
 	var writes sync.WaitGroup
@@ -404,7 +409,19 @@ func (f *Flusher) drain(ctx context.Context, quit <-chan struct{}) int {
 		}
 		r := f.dequeue()
 		if r == nil {
-			return n
+			if len(f.slots) == 0 {
+				return n
+			}
+			// Waiting here rather than for every write keeps a slow write
+			// from holding up the snapshots behind it. The next collection
+			// still waits for all of them: it could ask for a snapshot of
+			// a record whose write is in flight.
+			select {
+			case <-f.work:
+			case <-f.written:
+			case <-quit:
+			}
+			continue
 		}
 		n++
 		if f.opts.Writers == 1 {
@@ -413,7 +430,13 @@ func (f *Flusher) drain(ctx context.Context, quit <-chan struct{}) int {
 		}
 		f.slots <- struct{}{}
 		writes.Go(func() {
-			defer func() { <-f.slots }()
+			defer func() {
+				<-f.slots
+				select {
+				case f.written <- struct{}{}:
+				default:
+				}
+			}()
 			f.writeQueued(ctx, r)
 		})
 	}

@@ -164,6 +164,12 @@ type fixture struct {
 // wrap, if given, wraps the memory store.
 func newFixture(t *testing.T, wrap func(Store) Store) *fixture {
 	t.Helper()
+	return newFixtureWith(t, FlusherOptions{}, wrap)
+}
+
+// newFixtureWith is newFixture with the flusher's options.
+func newFixtureWith(t *testing.T, opts FlusherOptions, wrap func(Store) Store) *fixture {
+	t.Helper()
 	fx := &fixture{
 		store: NewMemoryStore(),
 		clock: clock.NewFake(time.Unix(1_700_000_000, 0)),
@@ -173,7 +179,7 @@ func newFixture(t *testing.T, wrap func(Store) Store) *fixture {
 	if wrap != nil {
 		store = wrap(store)
 	}
-	f, err := NewFlusher(store, FlusherOptions{}, WithClock(fx.clock), WithLogger(slog.New(fx.logs)))
+	f, err := NewFlusher(store, opts, WithClock(fx.clock), WithLogger(slog.New(fx.logs)))
 	require.NoError(t, err)
 	require.NoError(t, f.Start(context.Background()))
 	t.Cleanup(func() { _ = f.Stop(context.Background()) })

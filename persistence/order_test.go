@@ -36,8 +36,13 @@ func newGateStore(inner Store, hold Key) *gateStore {
 
 // newGatedFixture returns a fixture whose store holds writes for key.
 func newGatedFixture(t *testing.T, hold Key) (*fixture, *gateStore) {
+	return newGatedFixtureWith(t, hold, FlusherOptions{})
+}
+
+// newGatedFixtureWith is newGatedFixture with the flusher's options.
+func newGatedFixtureWith(t *testing.T, hold Key, opts FlusherOptions) (*fixture, *gateStore) {
 	var gate *gateStore
-	fx := newFixture(t, func(s Store) Store { gate = newGateStore(s, hold); return gate })
+	fx := newFixtureWith(t, opts, func(s Store) Store { gate = newGateStore(s, hold); return gate })
 	t.Cleanup(gate.open) // before the fixture's Stop, which would wait on it
 	return fx, gate
 }
@@ -104,7 +109,9 @@ func TestRecordFlushWaitsForWriteInFlight(t *testing.T) {
 // one, so the stale bytes never overwrite the new ones.
 func TestRecordFlushSupersedesQueuedSnapshot(t *testing.T) {
 	blocker := keyN(1)
-	fx, gate := newGatedFixture(t, blocker)
+	// With one writer, the blocker's write keeps testKey's snapshot queued:
+	// more writers would write it beside the blocker's.
+	fx, gate := newGatedFixtureWith(t, blocker, FlusherOptions{Writers: 1})
 	// The blocker's owner runs turns inline, so its snapshot is queued while
 	// the writer is still collecting, ahead of testKey's: the writer then
 	// stalls in the blocker's write with testKey's snapshot queued behind.
@@ -182,7 +189,7 @@ func TestRecordFlushHonoursContextWhileWaiting(t *testing.T) {
 // changed again: the final flush must write the latest state.
 func TestFlusherStopRewritesStateChangedBehindQueuedSnapshot(t *testing.T) {
 	blocker := keyN(1)
-	fx, gate := newGatedFixture(t, blocker)
+	fx, gate := newGatedFixtureWith(t, blocker, FlusherOptions{Writers: 1}) // one writer: testKey's snapshot waits behind the blocker's write
 	inline := func(fn func()) bool { fn(); return true }
 	rBlock, _, err := fx.f.Open(context.Background(), blocker, inline, func() ([]byte, error) { return []byte("b"), nil })
 	require.NoError(t, err)

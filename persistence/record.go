@@ -57,8 +57,9 @@ type Record struct {
 // OnConflict registers fn to be told when a background write of the record
 // conflicts, so that an owner whose state is stale can deactivate and
 // reload without polling Err. fn runs on the goroutine that made the
-// write (the flusher's writer, or Stop's during its final flush), once per
-// conflicting write, possibly after Close has returned; it must not block:
+// write (one of the flusher's concurrent writes, in the background or in
+// Stop's final flush), once per conflicting write, possibly after Close
+// has returned and beside the hooks of other records; it must not block:
 // hand the decision to the owner's own turn. A later call replaces fn; nil
 // removes it. Conflicts of Flush, Clear and Close are returned to their
 // caller instead.

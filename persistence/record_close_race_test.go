@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -66,6 +67,7 @@ func TestCloseAfterFailedBackgroundWriteWritesState(t *testing.T) {
 				if !busy {
 					break
 				}
+				runtime.Gosched() // on one P, the writer must get to end its write
 			}
 			err = r.Close(context.Background())
 		})

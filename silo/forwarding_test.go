@@ -347,7 +347,9 @@ func TestCallersGivingUpOnRelayedCallsLeaveNothingBehind(t *testing.T) {
 	}
 	require.NoError(t, c.Close())
 	for _, done := range plain {
-		require.ErrorIs(t, <-done, proxy.ErrUnavailable)
+		if err := <-done; !errors.Is(err, client.ErrClosed) { // not yet sent when the client closed
+			require.ErrorIs(t, err, proxy.ErrUnavailable)
+		}
 	}
 	eventually(t, func() bool { return p.silos[0].Stats().Links.Pending == 0 }, "the relay table is empty")
 	p.gates[1].Open() // the plain calls that reached silo-1 still run there

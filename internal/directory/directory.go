@@ -290,8 +290,9 @@ func (d *Directory) goRemote(fn func(ctx context.Context)) bool {
 // liveLocked reports whether a lives on a silo that may be alive.
 //
 // A silo of the view is alive in the generation the view has. A silo that
-// left the view is dead in the generation it had, and so is an older
-// generation of a silo the view has. Any other silo has not been seen yet:
+// left the view is dead in the generation it had and in every older one,
+// and so is an older generation of a silo the view has. Any other silo has
+// not been seen yet:
 // views converge in no particular order, so it counts as alive for
 // Options.UnseenGrace after this silo first met it, and as dead after.
 func (d *Directory) liveLocked(a Activation) bool {
@@ -302,7 +303,7 @@ func (d *Directory) liveLocked(a Activation) bool {
 		if a.Generation < gen {
 			return false
 		}
-	} else if gen, gone := d.mu.gone[a.Silo]; gone && gen == a.Generation {
+	} else if gen, gone := d.mu.gone[a.Silo]; gone && a.Generation <= gen {
 		return false
 	}
 	key := ring.Silo{ID: a.Silo, Generation: a.Generation}

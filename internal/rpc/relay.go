@@ -138,15 +138,23 @@ func (r *relayEntry) abandon() {
 //
 // The directory caches of the silos a request passes through are kept
 // right here: a silo that relays a request another silo sent it (one that
-// thought the grain lived here) names the silo that answered, and a silo
-// told that corrects its cache.
+// thought the grain lived here) names the silo that answered, or passes on
+// the name it was given by a silo further on, and a silo told that
+// corrects its cache. Only the grain's own answer names a silo: one that
+// refused the call (stopping, overloaded, out of hops) does not host it.
 func (r *relayEntry) reply(p *pending, env wire.Envelope) {
 	r.stopWatch()
+	answered := env.Status == wire.StatusOK || env.Status == wire.StatusAppError
+	if !answered {
+		env.MovedTo = ""
+	}
 	if env.MovedTo != "" && r.link.moved != nil {
 		r.link.moved(r.req.Target, env.MovedTo)
 	}
-	env.MovedTo = ""
-	if r.req.Hops > 0 {
+	switch {
+	case r.req.Hops == 0:
+		env.MovedTo = "" // the caller has no directory cache to correct
+	case answered && env.MovedTo == "":
 		env.MovedTo = r.link.peerSilo()
 	}
 	if origin, ok := r.req.Reply.(originReplier); ok {
