@@ -151,7 +151,13 @@ func TestRegistrationErrorFailsTheWaitingRequests(t *testing.T) {
 	r := <-rc
 	require.ErrorIs(t, r.err, actor.ErrUnavailable)
 	assert.ErrorIs(t, r.err, assert.AnError)
-	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "e"}) }, testWait, testPoll)
+	// Until the failed activation leaves the table, calls that reach it
+	// fail with its cause too; IsActive is false from the start.
+	require.Eventually(t, func() bool {
+		f.host.mu.RLock()
+		defer f.host.mu.RUnlock()
+		return f.host.mu.acts.get(actor.GrainID{Type: testType, Key: "e"}) == nil
+	}, testWait, testPoll, "the failed activation leaves the host")
 
 	dir.mu.Lock()
 	dir.hold = false
