@@ -1,6 +1,9 @@
 package silo
 
 import (
+	"errors"
+	"io"
+
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/granary-go/granary/internal/host"
@@ -10,7 +13,8 @@ import (
 // WithMeterProvider makes the silo report its metrics through mp, an
 // OpenTelemetry meter provider: calls by grain type, method and outcome,
 // call durations, activations, the directory, transport traffic and
-// rejections, state writes (docs/operations.md lists them). Only the call
+// rejections, state writes, and the limiters' when grains/ratelimit is
+// registered on it (docs/operations.md lists them). Only the call
 // durations cost the call path anything (two clock reads and a histogram
 // record per call); everything else is read from the counters the silo
 // keeps anyway, at each collection. Without it the silo keeps its
@@ -29,6 +33,27 @@ func (s *Silo) registerMetrics() error {
 	}
 	s.metrics = m
 	return nil
+}
+
+func init() { metrics.Attach = attachMetrics }
+
+// attachMetrics implements metrics.Attach.
+func attachMetrics(r any, register func(mp metric.MeterProvider, silo string) (io.Closer, error)) (bool, error) {
+	s, ok := r.(*Silo)
+	if !ok || s.deps.meters == nil {
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.stopped {
+		return false, nil
+	}
+	c, err := register(s.deps.meters, s.opts.Name)
+	if err != nil {
+		return true, err
+	}
+	s.mu.attached = append(s.mu.attached, c)
+	return true, nil
 }
 
 // metricsHostOptions are the host's options for metrics: it times calls
@@ -53,11 +78,21 @@ func (s *Silo) metricStats() metrics.Stats {
 	}
 }
 
-// closeMetrics unregisters the silo's instruments once it has stopped.
+// closeMetrics unregisters the silo's instruments, and those attached to
+// it, once it has stopped.
 func (s *Silo) closeMetrics() {
+	s.mu.Lock()
+	attached := s.mu.attached
+	s.mu.attached = nil
+	s.mu.Unlock()
+	var errs []error
 	if s.metrics != nil {
-		if err := s.metrics.Close(); err != nil {
-			s.log.Warn("metrics", "err", err)
-		}
+		errs = append(errs, s.metrics.Close())
+	}
+	for _, c := range attached {
+		errs = append(errs, c.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.log.Warn("metrics", "err", err)
 	}
 }

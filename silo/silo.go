@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"reflect"
@@ -80,6 +81,7 @@ type Silo struct {
 		starting                   bool
 		started                    bool
 		stopped                    bool
+		attached                   []io.Closer // instruments attached by metrics.Attach
 
 		gatewayClosed chan struct{} // closed once the gateway has closed
 		gatewayErr    error

@@ -13,7 +13,6 @@ import (
 
 	"github.com/granary-go/granary/examples/counter"
 	"github.com/granary-go/granary/grains/ratelimit"
-	"github.com/granary-go/granary/internal/metrics"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -105,13 +104,6 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	if err := ratelimit.Register(s, cfg.limits.defaults); err != nil {
 		return err
 	}
-	if prom != nil {
-		limiters, err := metrics.RegisterAcquisitions(prom.provider, s.Name(), func() metrics.Acquisitions { return acquisitions(s) })
-		if err != nil {
-			return err
-		}
-		defer func() { _ = limiters.Close() }()
-	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -169,15 +161,6 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	}
 	fmt.Fprintln(stdout, "stopped")
 	return nil
-}
-
-// acquisitions reads the silo's limiter counters for the metrics bridge.
-func acquisitions(s *silo.Silo) metrics.Acquisitions {
-	st, _ := ratelimit.SiloStats(s) // registered before the HTTP port serves
-	return metrics.Acquisitions{
-		Granted: st.Granted, Rejected: st.Rejected, Expired: st.Expired, Cancelled: st.Cancelled,
-		Queued: st.Queued, Waiting: st.Waiting,
-	}
 }
 
 // describeHTTP says where the HTTP port listens, for the startup line.

@@ -46,9 +46,6 @@ func TestOperationsDocListsEveryMetric(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, counter.RegisterCounterGrain(s, counter.New))
 	require.NoError(t, ratelimit.Register(s, ratelimit.Defaults{}))
-	limiters, err := metrics.RegisterAcquisitions(prom.provider, s.Name(), func() metrics.Acquisitions { return acquisitions(s) })
-	require.NoError(t, err)
-	defer limiters.Close()
 	require.NoError(t, s.Start(context.Background()))
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

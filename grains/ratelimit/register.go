@@ -3,11 +3,15 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"sync"
 	"weak"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/granary-go/granary/grains/ratelimit/internal/limitgrain"
+	"github.com/granary-go/granary/internal/metrics"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -19,6 +23,10 @@ var ErrRegistered = errors.New("ratelimit: already registered with other default
 // before it starts: concurrency, fixed window, sliding window and token
 // bucket, one grain per key. defaults are the options of grains that were
 // never configured; zero fields take the library defaults (see Defaults).
+//
+// On a silo with a meter provider (silo.WithMeterProvider), Register also
+// reports the limiter instruments (docs/operations.md) beside the silo's
+// own until the silo stops.
 //
 // Registering again on the same registrar with the same defaults does
 // nothing and returns nil, so that every part of a program that needs the
@@ -52,7 +60,27 @@ func Register(r proxy.Registrar, defaults Defaults) error {
 	if key != nil {
 		registrations.m[key] = registration{defaults: defaults, counters: counters}
 	}
-	return nil
+	return attachMetrics(r, counters)
+}
+
+// attachMetrics reports the limiter instruments (docs/operations.md)
+// through the meter provider of the silo r, if it has one, for as long as
+// it runs.
+func attachMetrics(r proxy.Registrar, counters *limitgrain.Counters) error {
+	if metrics.Attach == nil {
+		return nil
+	}
+	read := func() metrics.Acquisitions {
+		s := counters.Snapshot()
+		return metrics.Acquisitions{
+			Granted: s.Granted, Rejected: s.Rejected, Expired: s.Expired, Cancelled: s.Cancelled,
+			Queued: s.Queued, Waiting: s.Waiting,
+		}
+	}
+	_, err := metrics.Attach(r, func(mp metric.MeterProvider, silo string) (io.Closer, error) {
+		return metrics.RegisterAcquisitions(mp, silo, read)
+	})
+	return err
 }
 
 // AcquisitionStats counts what the limiter grains of one silo answered to

@@ -1,0 +1,74 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/granary-go/granary/grains/ratelimit"
+	"github.com/granary-go/granary/silo"
+)
+
+// acquisitionsReported reads the limiter acquisitions of one collection
+// by result, with the silo each was reported for.
+func acquisitionsReported(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "granary.ratelimit.acquisitions" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				s, _ := dp.Attributes.Value(attribute.Key("silo"))
+				res, _ := dp.Attributes.Value(attribute.Key("result"))
+				out[s.AsString()+"/"+res.AsString()] = dp.Value
+			}
+		}
+	}
+	return out
+}
+
+// A program that embeds a silo with a meter provider gets the limiter
+// instruments beside the silo's own, from Register alone, for as long as
+// the silo runs.
+func TestRegisterReportsLimiterMetricsThroughTheSilosMeterProvider(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	s, err := silo.New(silo.Options{Name: "metered", DisableGateway: true}, silo.WithLogger(quiet), silo.WithMeterProvider(mp))
+	require.NoError(t, err)
+	require.NoError(t, ratelimit.Register(s, ratelimit.Defaults{}))
+	require.NoError(t, ratelimit.Register(s, ratelimit.Defaults{}), "registering again")
+	require.NoError(t, s.Start(context.Background()))
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = s.Stop(context.Background())
+		}
+	})
+
+	ctx := context.Background()
+	h := ratelimit.FixedWindow(s.Caller(), "metered", ratelimit.FixedWindowOptions{PermitLimit: 1, Window: 1 << 40, ManualReplenishment: true})
+	for range 3 {
+		_, err := h.Acquire(ctx, 1)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, map[string]int64{
+		"metered/granted": 1, "metered/rejected": 2, "metered/expired": 0, "metered/cancelled": 0,
+	}, acquisitionsReported(t, reader), "one data point per result, registered once")
+
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Stop(stopCtx))
+	stopped = true
+	assert.Empty(t, acquisitionsReported(t, reader), "a stopped silo's limiters are no longer reported")
+}
