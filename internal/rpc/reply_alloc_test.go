@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,6 +19,7 @@ func TestHandingAReplyToItsCallAllocatesNothing(t *testing.T) {
 	e := NewEndpoint(EndpointOptions{}, nil, nil, nil, quiet)
 	t.Cleanup(func() { e.calls.close(ErrNotSent) })
 	p := getPending()
+	p.call = testCall(time.Hour, false) // as Call sets it: the sweep must not find a call without a method or a timeout
 	payload := []byte{8, 1}
 	var frame []byte
 	answered := 0
