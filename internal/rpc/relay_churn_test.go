@@ -37,29 +37,19 @@ func spin(n int) {
 // flight or registered for cancellation on the gateway, no held call on
 // the far silo (a cancel lost on the way would leave one).
 func TestRelayedCallsThatEndAnyWayLeaveNothingBehind(t *testing.T) {
-	var farMu sync.Mutex
-	var farEnds []*Endpoint
 	var held sync.WaitGroup
-	farListener, err := transport.Listen("127.0.0.1:0", transport.Options{Identity: transport.Identity{Role: transport.RoleSilo, SiloID: "far"}},
-		func(c *transport.Conn) transport.Handler {
-			ep := NewEndpoint(EndpointOptions{}, inboundFunc(func(req *host.Request) {
-				held.Go(func() {
-					if req.Ctx != nil && rand.IntN(2) == 0 {
-						<-req.Ctx.Done()
-						req.Reply.Reply(req, nil, req.Ctx.Err())
-						return
-					}
-					spin(20)
-					increment(req)
-				})
-			}), nil, nil, quiet)
-			ep.Attach(c)
-			farMu.Lock()
-			farEnds = append(farEnds, ep)
-			farMu.Unlock()
-			return ep
-		})
-	require.NoError(t, err)
+	farListener, far := listenEndpoints(t, transport.Options{Identity: transport.Identity{Role: transport.RoleSilo, SiloID: "far"}},
+		inboundFunc(func(req *host.Request) {
+			held.Go(func() {
+				if req.Ctx != nil && rand.IntN(2) == 0 {
+					<-req.Ctx.Done()
+					req.Reply.Reply(req, nil, req.Ctx.Err())
+					return
+				}
+				spin(20)
+				increment(req)
+			})
+		}))
 	t.Cleanup(func() { _ = farListener.Close(); held.Wait() })
 	link := NewEndpoint(EndpointOptions{}, nil, nil, nil, quiet)
 	linkConn, err := transport.Dial(context.Background(), farListener.Addr().String(),
@@ -68,25 +58,14 @@ func TestRelayedCallsThatEndAnyWayLeaveNothingBehind(t *testing.T) {
 	link.Attach(linkConn)
 	t.Cleanup(func() { _ = linkConn.Close(); <-linkConn.Done() })
 
-	var gwMu sync.Mutex
-	var gwEnds []*Endpoint
 	var relays sync.WaitGroup
-	relay := inboundFunc(func(req *host.Request) {
+	gateway, gw := listenEndpoints(t, transport.Options{}, inboundFunc(func(req *host.Request) {
 		if rand.IntN(2) == 0 {
 			link.Relay(req)
 			return
 		}
 		relays.Go(func() { spin(20); link.Relay(req) })
-	})
-	gateway, err := transport.Listen("127.0.0.1:0", transport.Options{}, func(c *transport.Conn) transport.Handler {
-		ep := NewEndpoint(EndpointOptions{}, relay, nil, nil, quiet)
-		ep.Attach(c)
-		gwMu.Lock()
-		gwEnds = append(gwEnds, ep)
-		gwMu.Unlock()
-		return ep
-	})
-	require.NoError(t, err)
+	}))
 	t.Cleanup(func() { _ = gateway.Close(); relays.Wait() })
 
 	const rounds, calls = 30, 24
@@ -128,16 +107,43 @@ func TestRelayedCallsThatEndAnyWayLeaveNothingBehind(t *testing.T) {
 
 	require.Eventually(t, func() bool { return link.Stats().Pending == 0 }, 10*time.Second, time.Millisecond,
 		"relay entries left: %d", link.Stats().Pending)
-	settled := func(ends []*Endpoint) bool {
-		for _, ep := range ends {
-			if s := ep.Stats(); s.InFlight != 0 || s.Inbound.Active != 0 {
-				return false
+	settled := func(ends *endpoints) func() bool {
+		return func() bool {
+			ends.mu.Lock()
+			defer ends.mu.Unlock()
+			for _, ep := range ends.all {
+				if s := ep.Stats(); s.InFlight != 0 || s.Inbound.Active != 0 {
+					return false
+				}
 			}
+			return true
 		}
-		return true
 	}
-	require.Eventually(t, func() bool { gwMu.Lock(); defer gwMu.Unlock(); return settled(gwEnds) }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, settled(gw), 10*time.Second, time.Millisecond,
 		"a gateway connection still has requests in flight or registered")
-	require.Eventually(t, func() bool { farMu.Lock(); defer farMu.Unlock(); return settled(farEnds) }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, settled(far), 10*time.Second, time.Millisecond,
 		"the far silo still holds calls: a cancel was lost")
+}
+
+// endpoints are the endpoints of a listener's connections.
+type endpoints struct {
+	mu  sync.Mutex
+	all []*Endpoint
+}
+
+// listenEndpoints listens on loopback with an endpoint per connection that
+// hands requests to inbound, until the test ends.
+func listenEndpoints(t *testing.T, opts transport.Options, inbound Inbound) (*transport.Listener, *endpoints) {
+	t.Helper()
+	ends := &endpoints{}
+	l, err := transport.Listen("127.0.0.1:0", opts, func(c *transport.Conn) transport.Handler {
+		ep := NewEndpoint(EndpointOptions{}, inbound, nil, nil, quiet)
+		ep.Attach(c)
+		ends.mu.Lock()
+		ends.all = append(ends.all, ep)
+		ends.mu.Unlock()
+		return ep
+	})
+	require.NoError(t, err)
+	return l, ends
 }
