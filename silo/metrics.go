@@ -44,15 +44,26 @@ func attachMetrics(r any, register func(mp metric.MeterProvider, silo string) (i
 		return false, nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.stopped {
+	stopped := s.mu.stopped
+	s.mu.Unlock()
+	if stopped {
 		return false, nil
 	}
+	// Not under s.mu: a collection runs the silo's callback, which takes
+	// s.mu, while holding the provider's lock that registering takes.
 	c, err := register(s.deps.meters, s.opts.Name)
 	if err != nil {
 		return true, err
 	}
-	s.mu.attached = append(s.mu.attached, c)
+	s.mu.Lock()
+	if !s.mu.stopped {
+		s.mu.attached = append(s.mu.attached, c)
+		c = nil
+	}
+	s.mu.Unlock()
+	if c != nil { // the silo stopped meanwhile
+		return false, c.Close()
+	}
 	return true, nil
 }
 

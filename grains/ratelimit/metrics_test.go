@@ -72,3 +72,44 @@ func TestRegisterReportsLimiterMetricsThroughTheSilosMeterProvider(t *testing.T)
 	stopped = true
 	assert.Empty(t, acquisitionsReported(t, reader), "a stopped silo's limiters are no longer reported")
 }
+
+// Registering the limiter instruments while the provider collects does
+// not deadlock: a collection holds the provider's lock while it reads
+// each silo, and registering takes that lock.
+func TestRegisterWhileTheProviderCollects(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	stop := make(chan struct{})
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var rm metricdata.ResourceMetrics
+			_ = reader.Collect(context.Background(), &rm)
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			s, err := silo.New(silo.Options{DisableGateway: true}, silo.WithLogger(quiet), silo.WithMeterProvider(mp))
+			if !assert.NoError(t, err) {
+				return
+			}
+			assert.NoError(t, ratelimit.Register(s, ratelimit.Defaults{}))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("registering deadlocked with a collection") // both goroutines stay stuck
+	}
+	close(stop)
+	<-collected
+}
