@@ -80,14 +80,28 @@ type Security struct {
 	// encrypts the cluster's gossip. At least 16 bytes; 32 random bytes are
 	// a good choice.
 	Secret []byte
-	// TLS, when set, is the server configuration of the gateway and of the
-	// listener for other silos; for mutual TLS, set ClientAuth and
-	// ClientCAs.
+	// TLS, when set, is the server configuration of the gateway and, unless
+	// LinkTLS is set, of the listener for other silos; for mutual TLS, set
+	// ClientAuth and ClientCAs.
 	TLS *tls.Config
+	// LinkTLS, when set, is the server configuration of the listener for
+	// other silos instead of TLS: mutual TLS between silos while clients
+	// need no certificate, say, or a CA of the silos' own.
+	LinkTLS *tls.Config
 	// DialTLS, when set, is the client configuration this silo dials other
 	// silos with (for mutual TLS between silos, with Certificates). A silo
-	// of a cluster sets both TLS and DialTLS, or neither.
+	// of a cluster whose link listener uses TLS (LinkTLS, or else TLS)
+	// sets DialTLS, and one whose link listener does not leaves it unset.
 	DialTLS *tls.Config
+}
+
+// linkServerTLS is the server configuration of the listener for other
+// silos.
+func (s *Security) linkServerTLS() *tls.Config {
+	if s.LinkTLS != nil {
+		return s.LinkTLS
+	}
+	return s.TLS
 }
 
 // ClusterOptions make a silo a member of a cluster: it finds the others
@@ -278,14 +292,22 @@ func (o *Options) Validate() error {
 		c.Positive("Cluster.HandoffWait", o.Cluster.HandoffWait)
 		c.Positive("Cluster.KeepaliveInterval", o.Cluster.KeepaliveInterval)
 		c.Positive("Cluster.KeepaliveTimeout", o.Cluster.KeepaliveTimeout)
-		// Every silo's link listener takes Security.TLS and every silo
-		// dials links with DialTLS: one without the other cannot link.
-		if (o.Security.TLS == nil) != (o.Security.DialTLS == nil) {
-			c.Bad("Security.DialTLS", "and Security.TLS must be set together in a cluster: links are dialled with DialTLS to listeners that use TLS")
+		// Every silo's link listener takes Security.LinkTLS (or TLS) and
+		// every silo dials links with DialTLS: one without the other
+		// cannot link.
+		if (o.Security.linkServerTLS() == nil) != (o.Security.DialTLS == nil) {
+			c.Bad("Security.DialTLS", "and Security.LinkTLS (or TLS) must be set together in a cluster: links are dialled with DialTLS to listeners that use TLS")
 		}
+	} else if o.Security.LinkTLS != nil {
+		c.Bad("Security.LinkTLS", "is for the listener for other silos, which only a silo of a cluster has")
 	}
-	if t := o.Security.TLS; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
-		c.Bad("Security.TLS", "has no certificate (Certificates, GetCertificate or GetConfigForClient)")
+	for _, server := range []struct {
+		name string
+		tls  *tls.Config
+	}{{"Security.TLS", o.Security.TLS}, {"Security.LinkTLS", o.Security.LinkTLS}} {
+		if t := server.tls; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
+			c.Bad(server.name, "has no certificate (Certificates, GetCertificate or GetConfigForClient)")
+		}
 	}
 	return c.Err()
 }
@@ -337,7 +359,7 @@ func (o *Options) linkTransport(gen int64, dial bool) transport.Options {
 	t.Identity = transport.Identity{Role: transport.RoleSilo, SiloID: o.Name, Generation: gen, ClusterID: o.Security.ClusterID}
 	t.Listener.AcceptRoles = []transport.Role{transport.RoleSilo}
 	t.KeepaliveInterval, t.KeepaliveTimeout = o.Cluster.KeepaliveInterval, o.Cluster.KeepaliveTimeout
-	t.TLS = o.Security.TLS
+	t.TLS = o.Security.linkServerTLS()
 	if dial {
 		t.TLS = o.Security.DialTLS
 	}

@@ -82,8 +82,9 @@ func TestTheGatewayWithMutualTLSRequiresAClientCertificate(t *testing.T) {
 }
 
 // A silo of a cluster needs both halves of TLS, since its links are
-// dialled with one and accepted with the other, and a server
-// configuration needs a certificate: New says so before anything starts.
+// dialled with one and accepted with the other, a server configuration
+// needs a certificate, and only a silo of a cluster has a link listener:
+// New says so before anything starts.
 func TestValidateRefusesHalfATLSSetup(t *testing.T) {
 	ca := testcerts.NewCA(t, "cluster")
 	_, err := silo.New(silo.Options{Cluster: silo.ClusterOptions{Enabled: true}, Security: silo.Security{TLS: ca.ServerConfig(t)}})
@@ -94,4 +95,14 @@ func TestValidateRefusesHalfATLSSetup(t *testing.T) {
 	require.ErrorContains(t, err, "Security.TLS has no certificate")
 	_, err = silo.New(silo.Options{Security: silo.Security{TLS: ca.ServerConfig(t)}})
 	require.NoError(t, err, "a silo alone needs no DialTLS")
+
+	cluster := silo.ClusterOptions{Enabled: true}
+	_, err = silo.New(silo.Options{Cluster: cluster, Security: silo.Security{LinkTLS: ca.ServerConfig(t)}})
+	require.ErrorContains(t, err, "Security.DialTLS", "a link listener with TLS needs DialTLS")
+	_, err = silo.New(silo.Options{Cluster: cluster, Security: silo.Security{LinkTLS: &tls.Config{}, DialTLS: ca.ClientConfig()}})
+	require.ErrorContains(t, err, "Security.LinkTLS has no certificate")
+	_, err = silo.New(silo.Options{Security: silo.Security{LinkTLS: ca.ServerConfig(t)}})
+	require.ErrorContains(t, err, "Security.LinkTLS", "a silo alone has no link listener")
+	_, err = silo.New(silo.Options{Cluster: cluster, Security: silo.Security{LinkTLS: ca.ServerConfig(t), DialTLS: ca.ClientConfig()}})
+	require.NoError(t, err, "TLS between silos alone, with a plain gateway")
 }

@@ -69,6 +69,53 @@ func TestSilosLinkOverMutualTLS(t *testing.T) {
 	assert.ErrorIs(t, err, transport.ErrTLSMismatch, "a silo dialling in plain is refused")
 }
 
+// Mutual TLS between silos does not ask clients for a certificate when
+// the link listener has a configuration of its own (LinkTLS): a client
+// with the CA alone calls, through silo 0's server-only TLS gateway, a
+// grain on silo 1, over a link whose listener refuses a silo without a
+// certificate.
+func TestMutualTLSBetweenSilosWithServerOnlyTLSForClients(t *testing.T) {
+	ca := testcerts.NewCA(t, "cluster")
+	withCert := func(name string) *tls.Config {
+		cfg := ca.ClientConfig()
+		cfg.Certificates = []tls.Certificate{ca.Certificate(t, name)}
+		return cfg
+	}
+	c := testcluster.New(t, testcluster.Options{
+		Silos: 2, OnlyFirstGateway: true, Register: registerCounter,
+		Configure: func(i int, o *silo.Options) {
+			links := ca.ServerConfig(t)
+			links.ClientAuth, links.ClientCAs = tls.RequireAndVerifyClientCert, ca.Pool()
+			o.Security.TLS, o.Security.LinkTLS, o.Security.DialTLS = ca.ServerConfig(t), links, withCert(testcluster.Name(i))
+		},
+	})
+	cl := c.NewClient(client.Options{TLS: ca.ClientConfig()})
+	ref := counter.NewCounterRef(cl, "links-only")
+	ctx := context.Background()
+	r, err := ref.Add(ctx, &counter.AddRequest{Delta: 1}, c.PlaceOn(1))
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, r.Value)
+	where, found, err := c.Locate(ctx, ref.GrainID())
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, testcluster.Name(1), where)
+
+	view, err := c.Silo(1).Members()
+	require.NoError(t, err)
+	self, ok := view.Member(testcluster.Name(1))
+	require.True(t, ok)
+	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	before := c.Silo(1).Stats().LinkListener.HandshakeTLS
+	_, err = transport.Dial(dialCtx, self.Address, transport.Options{
+		Identity: transport.Identity{Role: transport.RoleSilo, SiloID: "no-cert", ClusterID: silo.DefaultClusterID},
+		TLS:      ca.ClientConfig(),
+	}, nopHandler{})
+	require.Error(t, err, "a silo without a certificate is refused by the link listener")
+	require.Eventually(t, func() bool { return c.Silo(1).Stats().LinkListener.HandshakeTLS > before }, 10*time.Second, time.Millisecond,
+		"the link listener counts the refused handshake")
+}
+
 type nopHandler struct{}
 
 func (nopHandler) HandleFrame(*transport.Conn, []byte) {}
