@@ -153,11 +153,7 @@ func TestRegistrationErrorFailsTheWaitingRequests(t *testing.T) {
 	assert.ErrorIs(t, r.err, assert.AnError)
 	// Until the failed activation leaves the table, calls that reach it
 	// fail with its cause too; IsActive is false from the start.
-	require.Eventually(t, func() bool {
-		f.host.mu.RLock()
-		defer f.host.mu.RUnlock()
-		return f.host.mu.acts.get(actor.GrainID{Type: testType, Key: "e"}) == nil
-	}, testWait, testPoll, "the failed activation leaves the host")
+	f.waitLeft("e")
 
 	dir.mu.Lock()
 	dir.hold = false
