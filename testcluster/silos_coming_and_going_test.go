@@ -67,6 +67,15 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 	acks := make([][]ack, grains)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var stopOnce sync.Once
+	stopWorkers := func() {
+		stopOnce.Do(func() { close(stop) })
+		wg.Wait()
+	}
+	// A failed step ends the test at once: the workers must stop before
+	// the cluster does, or their next client, with no gateway left, fails
+	// a test that has already returned and crashes the package's run.
+	t.Cleanup(stopWorkers)
 	hung := 0
 	for w := range workers {
 		wg.Add(1)
@@ -157,8 +166,7 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 		}
 		time.Sleep(400 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
+	stopWorkers()
 	c.WaitForMembership()
 
 	cl := c.NewClient(client.Options{})

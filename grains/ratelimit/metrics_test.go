@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -80,6 +81,37 @@ func TestRegisterWhileTheProviderCollects(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	registerWhileCollecting(t, mp, reader)
+}
+
+// A program may report SiloStats from an instrument of its own, as the
+// limiter counters were read before Register attached them: its callback
+// runs inside a collection, which holds the provider's lock. Registering
+// on another silo meanwhile must not wait for that lock while it holds
+// what SiloStats takes.
+func TestRegisterWhileACollectionReadsSiloStats(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	first, err := silo.New(silo.Options{DisableGateway: true}, silo.WithLogger(quiet))
+	require.NoError(t, err)
+	require.NoError(t, ratelimit.Register(first, ratelimit.Defaults{}))
+	meter := mp.Meter("app")
+	granted, err := meter.Int64ObservableCounter("app.granted")
+	require.NoError(t, err)
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st, _ := ratelimit.SiloStats(first)
+		o.ObserveInt64(granted, int64(st.Granted))
+		return nil
+	}, granted)
+	require.NoError(t, err)
+	registerWhileCollecting(t, mp, reader)
+}
+
+// registerWhileCollecting registers the limiters on new silos with mp
+// while reader collects without pause, and fails if that deadlocks.
+func registerWhileCollecting(t *testing.T, mp *sdkmetric.MeterProvider, reader *sdkmetric.ManualReader) {
+	t.Helper()
 	stop := make(chan struct{})
 	collected := make(chan struct{})
 	go func() {

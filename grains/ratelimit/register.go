@@ -36,6 +36,20 @@ func Register(r proxy.Registrar, defaults Defaults) error {
 	if err := defaults.Validate(); err != nil {
 		return err
 	}
+	counters, err := registerGrains(r, defaults)
+	if err != nil || counters == nil {
+		return err
+	}
+	// Not under the registrations' lock: attaching waits for the meter
+	// provider, whose collections may run a program's own callback that
+	// reads SiloStats, which takes that lock.
+	return attachMetrics(r, counters)
+}
+
+// registerGrains registers the grain types on r unless Register already
+// did, and returns the counters of a new registration (nil for one that
+// was already there).
+func registerGrains(r proxy.Registrar, defaults Defaults) (*limitgrain.Counters, error) {
 	key := registrarKey(r)
 	registrations.Lock()
 	defer registrations.Unlock()
@@ -43,9 +57,9 @@ func Register(r proxy.Registrar, defaults Defaults) error {
 	if key != nil {
 		if prev, ok := registrations.m[key]; ok {
 			if prev.defaults != defaults {
-				return fmt.Errorf("%w: %+v, now %+v", ErrRegistered, prev.defaults, defaults)
+				return nil, fmt.Errorf("%w: %+v, now %+v", ErrRegistered, prev.defaults, defaults)
 			}
-			return nil
+			return nil, nil
 		}
 	}
 	counters := new(limitgrain.Counters)
@@ -55,12 +69,12 @@ func Register(r proxy.Registrar, defaults Defaults) error {
 		SlidingWindow: defaults.SlidingWindow,
 		TokenBucket:   defaults.TokenBucket,
 	}, counters); err != nil {
-		return err
+		return nil, err
 	}
 	if key != nil {
 		registrations.m[key] = registration{defaults: defaults, counters: counters}
 	}
-	return attachMetrics(r, counters)
+	return counters, nil
 }
 
 // attachMetrics reports the limiter instruments (docs/operations.md)

@@ -133,7 +133,9 @@ func (a *activation) Receive(c protoactor.Context) {
 		a.noteRegistration(msg)
 		a.apply(a.core.registered(msg.winner, msg.err))
 	case deactivateMsg:
-		if a.core.active() && (!msg.idle || a.idleNow()) {
+		// An activation not yet active keeps an ask to deactivate for
+		// when it is, but not the collector's: it is not idle then.
+		if !msg.idle || (a.core.active() && a.idleNow()) {
 			a.apply(a.core.deactivate(msg.reason))
 		}
 	}
@@ -175,6 +177,8 @@ func (a *activation) apply(effects []effect) {
 				}
 			case effActivate:
 				next = a.core.activated(a.activate())
+			case effAsked:
+				next = a.core.deactivateAsked()
 			default:
 				a.do(e)
 			}

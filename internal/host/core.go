@@ -14,7 +14,7 @@ package host
 //	     '--directory error--> failed
 //
 // Requests that arrive while the activation registers or activates wait
-// in the core's queue. An activation that loses the registration never
+// in the core's queue, and an ask to deactivate waits for it to be active. An activation that loses the registration never
 // activates: it forwards what it queued, and anything that still reaches
 // it, to the winner. A dead activation hands requests back to the router,
 // which finds the grain's next activation; a failed one fails them with
@@ -49,6 +49,7 @@ const (
 	effDeactivate                       // stop timers, OnDeactivate, final flush
 	effUnregister                       // remove this activation from the directory
 	effFinish                           // leave the host's catalog and stop the actor
+	effAsked                            // feed the core deactivateAsked: a deactivation waited for the activation
 )
 
 // effect is one thing the shell must do, in order.
@@ -71,6 +72,7 @@ type core struct {
 	queue  []*Request // requests waiting for the activation to become active
 	winner string     // the silo that won the registration, when forwarding
 	reason string     // why the activation deactivated or failed
+	asked  string     // why a deactivation was asked for before the activation was active
 
 	effects []effect // the step being built
 }
@@ -148,15 +150,27 @@ func (c *core) activated(err error) []effect {
 	}
 	c.state = stateActive
 	c.drain(effRun)
+	if c.asked != "" {
+		// After the requests that waited: they arrived before the ask.
+		c.emit(effAsked, nil)
+	}
 	return c.effects
 }
 
-// deactivate asks an active activation to deactivate; it is ignored in
-// any other state (a registering one deactivates once active, should the
-// caller ask again, and one that never activated has nothing to close).
+// deactivate asks an active activation to deactivate. One that is still
+// registering or activating deactivates once it is active (a stopping
+// host asks only once); in any other state it is ignored (one that never
+// activated has nothing to close).
 func (c *core) deactivate(reason string) []effect {
 	c.begin()
-	if c.state != stateActive {
+	switch c.state {
+	case stateNew, stateRegistering, stateActivating:
+		if c.asked == "" {
+			c.asked = reason
+		}
+		return c.effects
+	case stateActive:
+	default:
 		return c.effects
 	}
 	c.state, c.reason = stateDeactivating, reason
@@ -165,6 +179,18 @@ func (c *core) deactivate(reason string) []effect {
 	c.emit(effFinish, nil)
 	c.state = stateDead
 	return c.effects
+}
+
+// deactivateAsked carries out the deactivation asked for before the
+// activation was active (effAsked).
+func (c *core) deactivateAsked() []effect {
+	reason := c.asked
+	c.asked = ""
+	if reason == "" {
+		c.begin()
+		return c.effects
+	}
+	return c.deactivate(reason)
 }
 
 // drain emits kind for every queued request, in arrival order.

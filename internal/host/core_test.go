@@ -90,14 +90,33 @@ func TestCoreDeactivationFlushesBeforeUnregistering(t *testing.T) {
 	assert.Empty(t, c.registered("", nil), "nor does a late answer from the directory")
 }
 
-func TestCoreIgnoresDeactivationBeforeItIsActive(t *testing.T) {
+// A deactivation asked for before the activation is active (a host that
+// stops while it registers asks once) waits for it: the requests queued
+// meanwhile run first, then it deactivates.
+func TestCoreDeactivatesOnceActiveWhenAskedBefore(t *testing.T) {
 	var c core
-	assert.Empty(t, c.deactivate("idle"))
+	assert.Empty(t, c.deactivate("shutting down"))
 	c.start()
-	assert.Empty(t, c.deactivate("idle"))
+	assert.Empty(t, c.deactivate("again"))
+	c.request(&Request{})
 	c.registered("", nil)
-	assert.Empty(t, c.deactivate("idle"))
+	assert.Empty(t, c.deactivate("and again"))
 	assert.Equal(t, stateActivating, c.state)
+	assert.Equal(t, []effectKind{effRun, effAsked}, kinds(c.activated(nil)))
+	assert.Equal(t, []effectKind{effDeactivate, effUnregister, effFinish}, kinds(c.deactivateAsked()))
+	assert.Equal(t, "shutting down", c.reason, "the first ask's reason")
+	assert.Empty(t, c.deactivateAsked(), "asked once, carried out once")
+}
+
+// An activation that never activates has nothing to deactivate, asked or
+// not.
+func TestCoreAskedDeactivationOfALoserIsDropped(t *testing.T) {
+	var c core
+	c.start()
+	c.deactivate("shutting down")
+	assert.Equal(t, []effectKind{effFinish}, kinds(c.registered("silo-2", nil)))
+	assert.Empty(t, c.activated(nil))
+	assert.Empty(t, c.deactivateAsked())
 }
 
 // The request event allocates nothing: it is the event of every call.

@@ -153,11 +153,7 @@ func TestRegistrationErrorFailsTheWaitingRequests(t *testing.T) {
 	assert.ErrorIs(t, r.err, assert.AnError)
 	// Until the failed activation leaves the table, calls that reach it
 	// fail with its cause too; IsActive is false from the start.
-	require.Eventually(t, func() bool {
-		f.host.mu.RLock()
-		defer f.host.mu.RUnlock()
-		return f.host.mu.acts.get(actor.GrainID{Type: testType, Key: "e"}) == nil
-	}, testWait, testPoll, "the failed activation leaves the host")
+	f.waitLeft("e")
 
 	dir.mu.Lock()
 	dir.hold = false
@@ -165,6 +161,41 @@ func TestRegistrationErrorFailsTheWaitingRequests(t *testing.T) {
 	v, err := f.call("e", mAdd, 5)
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, v)
+}
+
+// A host that stops while an activation waits for the directory still
+// deactivates it: the activation cannot deactivate before it has
+// activated, so it does once it is active, after running the requests
+// that waited for it. Asked only once, by Stop, it used to stay active and
+// hold Stop until its context ended.
+func TestStopDeactivatesAnActivationThatWasRegistering(t *testing.T) {
+	dir := &scriptedDirectory{hold: true}
+	f := newFixture(t, HostOptions{}, WithDirectory(dir))
+	id := actor.GrainID{Type: testType, Key: "s"}
+	rc := f.send(context.Background(), id.Key, mAdd, 1, 0)
+	require.Eventually(t, func() bool { dir.mu.Lock(); defer dir.mu.Unlock(); return len(dir.held) == 1 }, testWait, testPoll)
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
+		defer cancel()
+		stopped <- f.host.Stop(ctx)
+	}()
+	require.Eventually(t, func() bool {
+		f.host.mu.RLock()
+		defer f.host.mu.RUnlock()
+		return f.host.mu.stopping
+	}, testWait, testPoll, "Stop has asked every activation to deactivate")
+	dir.answer("", nil)
+
+	r := <-rc
+	require.NoError(t, r.err)
+	assert.EqualValues(t, 1, r.reply.(*wrapperspb.Int64Value).Value, "the request that waited ran")
+	require.NoError(t, <-stopped, "the activation deactivated once it was active")
+	assert.EqualValues(t, 1, f.activated.Load())
+	assert.EqualValues(t, 1, f.deactivated.Load())
+	dir.mu.Lock()
+	defer dir.mu.Unlock()
+	assert.Equal(t, []actor.GrainID{id}, dir.unregistered)
 }
 
 // A deactivating grain writes its state before it unregisters, so that the

@@ -477,7 +477,8 @@ func (h *Host) Active() []actor.GrainID {
 }
 
 // Deactivate asks the activation of id to deactivate after its current
-// turn. It reports whether the grain was active.
+// turn (one still registering, once it is active). It reports whether the
+// grain had an activation here.
 func (h *Host) Deactivate(id actor.GrainID) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()

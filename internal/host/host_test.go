@@ -282,6 +282,19 @@ func (f *fixture) startHost(opts HostOptions, types ...string) *Host {
 	return h
 }
 
+// waitLeft waits until the host holds no activation of key. IsActive
+// turns false as soon as a deactivation begins, before OnDeactivate and
+// the final flush have run and while the activation is still the grain's.
+func (f *fixture) waitLeft(key string) {
+	f.t.Helper()
+	id := actor.GrainID{Type: testType, Key: key}
+	require.Eventually(f.t, func() bool {
+		f.host.mu.RLock()
+		defer f.host.mu.RUnlock()
+		return f.host.mu.acts.get(id) == nil
+	}, testWait, testPoll, "%s leaves the host", id)
+}
+
 func (f *fixture) send(ctx context.Context, key string, method uint32, v int64, budget time.Duration) chanReplier {
 	payload, err := proto.Marshal(wrapperspb.Int64(v))
 	require.NoError(f.t, err)
@@ -340,7 +353,7 @@ func TestIdleDeactivationFlushesAndReactivationRestores(t *testing.T) {
 	assert.True(t, f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}), "not idle long enough")
 
 	f.clock.Advance(2 * time.Minute)
-	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}) }, 5*time.Second, time.Millisecond)
+	f.waitLeft("a")
 	assert.EqualValues(t, 1, f.deactivated.Load())
 	assert.Equal(t, 1, f.store.writeCount(), "deactivation flushed the dirty state")
 
@@ -377,14 +390,14 @@ func TestExplicitDeactivation(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.call("a", mLeave, 0)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}) }, 5*time.Second, time.Millisecond)
+	f.waitLeft("a")
 	v, err := f.call("a", mGet, 0)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, v)
 	assert.EqualValues(t, 2, f.activated.Load())
 
 	require.True(t, f.host.Deactivate(actor.GrainID{Type: testType, Key: "a"}))
-	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}) }, 5*time.Second, time.Millisecond)
+	f.waitLeft("a")
 	assert.False(t, f.host.Deactivate(actor.GrainID{Type: testType, Key: "a"}))
 }
 
@@ -544,7 +557,7 @@ func TestDeactivationFailsPendingDeferredReplies(t *testing.T) {
 	require.True(t, f.host.Deactivate(actor.GrainID{Type: testType, Key: "a"}))
 	r := <-rc
 	require.ErrorIs(t, r.err, actor.ErrDeactivated)
-	require.Eventually(t, func() bool { return !f.host.IsActive(actor.GrainID{Type: testType, Key: "a"}) }, 5*time.Second, time.Millisecond)
+	f.waitLeft("a")
 	f.clock.Advance(time.Minute) // the timer died with the activation
 }
 
