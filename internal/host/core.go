@@ -14,9 +14,10 @@ package host
 //	     '--directory error--> failed
 //
 // Requests that arrive while the activation registers or activates wait
-// in the core's queue, and an ask to deactivate waits for it to be active. An activation that loses the registration never
-// activates: it forwards what it queued, and anything that still reaches
-// it, to the winner. A dead activation hands requests back to the router,
+// in the core's queue, and an ask to deactivate waits for it to be
+// active. An activation that loses the registration never activates: it
+// forwards what it queued, and anything that still reaches it, to the
+// winner. A dead activation hands requests back to the router,
 // which finds the grain's next activation; a failed one fails them with
 // the cause.
 
