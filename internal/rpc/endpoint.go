@@ -469,6 +469,9 @@ func (o *outFrame) setReply(id uint64, reply proto.Message, err error) error {
 // connection fail with proxy.ErrUnavailable, and calls it carried in are
 // cancelled, since nobody waits for their replies any more.
 func (e *Endpoint) HandleClose(c *transport.Conn, err error) {
+	// A connection that closes before Attach (or any frame) still names
+	// itself, so that the endpoint's final Stats count its traffic.
+	e.conn.CompareAndSwap(nil, c)
 	cause := err
 	if cause == nil {
 		cause = transport.ErrClosed
@@ -513,11 +516,14 @@ func (s *EndpointStats) Add(o EndpointStats) {
 
 // Stats returns the endpoint's counters.
 func (e *Endpoint) Stats() EndpointStats {
+	var traffic transport.Stats
+	if c := e.conn.Load(); c != nil { // nil until Attach, a first frame or the close
+		traffic = c.Stats()
+	}
 	return EndpointStats{
 		Pending: e.calls.len(), CancelWatches: e.cancelWatches.Load(), CancelsSent: e.cancelsSent.Load(),
 		Timeouts: e.calls.timeouts.Load(), InFlight: e.inFlight.Load(),
 		Overloaded: e.rejections[rejectInFlight].Load(), OverBudget: e.rejections[rejectActivationBudget].Load(),
-		BadRequests: e.rejections[rejectBadRequest].Load(), Inbound: e.registry().Stats(),
-		Transport: e.conn.Load().Stats(),
+		BadRequests: e.rejections[rejectBadRequest].Load(), Inbound: e.registry().Stats(), Transport: traffic,
 	}
 }

@@ -40,3 +40,38 @@ func TestReviewRequestBeforeAttachIsRefused(t *testing.T) {
 	}
 	_ = conn.Close()
 }
+
+// A connection may close before its endpoint is attached or reads a frame
+// (a silo's link whose peer hangs up at once). The endpoint's Stats, which
+// a silo reads as it drops the link, must not touch an unset connection:
+// they are the closed connection's.
+func TestStatsOfAnEndpointWhoseConnectionClosedBeforeAttach(t *testing.T) {
+	closed := make(chan closeNotifier, 1)
+	l, err := transport.Listen("127.0.0.1:0", transport.Options{}, func(*transport.Conn) transport.Handler {
+		return closeNotifier{Endpoint: NewEndpoint(EndpointOptions{}, nil, nil, nil, quiet), closed: closed}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	assert.Zero(t, NewEndpoint(EndpointOptions{}, nil, nil, nil, quiet).Stats().Transport, "an endpoint never attached has no traffic")
+
+	client := NewEndpoint(EndpointOptions{}, nil, nil, nil, quiet)
+	conn, err := transport.Dial(context.Background(), l.Addr().String(), transport.Options{}, client)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	h := <-closed
+	assert.Equal(t, h.conn.Stats(), h.Stats().Transport, "the closed connection's counters")
+}
+
+// closeNotifier hands itself to closed once its endpoint has handled the
+// close of conn.
+type closeNotifier struct {
+	*Endpoint
+	closed chan closeNotifier
+	conn   *transport.Conn
+}
+
+func (h closeNotifier) HandleClose(c *transport.Conn, err error) {
+	h.Endpoint.HandleClose(c, err)
+	h.conn = c
+	h.closed <- h
+}
