@@ -13,7 +13,7 @@ import (
 // A grain timer callback is grain code like a method: when it panics, the
 // activation must deactivate (flushing its state) and the next call must
 // find a fresh activation, exactly as for a panicking method.
-func TestReviewTimerPanicDeactivatesLikeAMethodPanic(t *testing.T) {
+func TestTimerPanicDeactivatesLikeAMethodPanic(t *testing.T) {
 	f := newFixture(t, HostOptions{})
 	_, err := f.call("a", mAdd, 5)
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 // A stopping host or a deactivated deferred reply reads as
 // proxy.ErrUnavailable to a remote caller; the local caller must give
 // grain-to-grain calls the same meaning, and the same error.
-func TestReviewLocalCallerMapsStoppingToUnavailable(t *testing.T) {
+func TestLocalCallerMapsStoppingToUnavailable(t *testing.T) {
 	for _, cause := range []error{actor.ErrStopping, actor.ErrDeactivated} {
 		in := &goInbound{handler: func(req *host.Request) { req.Reply.Reply(req, nil, cause) }}
 		l := NewLocalCaller(in, func() time.Duration { return time.Second }, nil, 0)

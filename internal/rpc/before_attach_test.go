@@ -16,7 +16,7 @@ import (
 // A peer may send a request the moment the connection opens, before Dial
 // has returned and the endpoint is attached. The client endpoint must
 // refuse it (it hosts no grains) without touching an unset connection.
-func TestReviewRequestBeforeAttachIsRefused(t *testing.T) {
+func TestRequestBeforeAttachIsRefused(t *testing.T) {
 	replies := make(chan *wire.Envelope, 1)
 	addr := listenRaw(t, func(c *transport.Conn) {
 		_ = c.Send(&outFrame{env: wire.Envelope{Kind: wire.KindRequest, CallID: 7, GrainType: "test.S", GrainKey: "k", MethodID: testMethod.ID}})

@@ -22,7 +22,7 @@ import (
 // Stop is documented as safe to call twice. When the first call runs out of
 // time (a turn still blocks), a later call must finish the job: the host's
 // actor system and its workers must not be left running for good.
-func TestReviewStopAfterTimeoutFinishesOnRetry(t *testing.T) {
+func TestStopAfterTimeoutFinishesOnRetry(t *testing.T) {
 	e := startSilo(t, envConfig{})
 	errc := make(chan error, 1)
 	go func() {

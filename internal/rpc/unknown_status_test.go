@@ -42,7 +42,7 @@ func listenRaw(t *testing.T, onAccept func(c *transport.Conn), fn func(c *transp
 
 // A reply status outside the known codes must fail the call, never read as
 // success: Status is an int32 on the wire and 256 must not become CodeOK.
-func TestReviewUnknownReplyStatusIsAnError(t *testing.T) {
+func TestUnknownReplyStatusIsAnError(t *testing.T) {
 	for _, status := range []wire.Status{256, -256, 1 << 20, 200} {
 		addr := listenRaw(t, nil, func(c *transport.Conn, env *wire.Envelope) {
 			if env.Kind == wire.KindRequest {

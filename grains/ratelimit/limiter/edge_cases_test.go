@@ -15,7 +15,7 @@ import (
 
 // §1, §3.1 step 1, §3.2 steps 1-2, §9: argument errors come before the
 // closed check, for every algorithm and every count, attempt and queued.
-func TestReview_ArgumentErrorsBeforeClosed(t *testing.T) {
+func TestArgumentErrorsBeforeClosed(t *testing.T) {
 	forEachKind(t, spec{limit: 2, queueLimit: 2}, func(t *testing.T, h *harness) {
 		h.core.Close(h.now)
 		for _, c := range []struct {
@@ -37,7 +37,7 @@ func TestReview_ArgumentErrorsBeforeClosed(t *testing.T) {
 // §1 (AcquireAsync step 2) and "Decisions": a context that is already done
 // wins over a count above the limit and over a closed limiter, but not over
 // a negative count; it touches nothing.
-func TestReview_WrapperDoneContextOrdering(t *testing.T) {
+func TestWrapperDoneContextOrdering(t *testing.T) {
 	fw, err := NewFixedWindow(FixedWindowOptions{PermitLimit: 1, QueueLimit: 1, Window: time.Second, ManualReplenishment: true}, t0)
 	require.NoError(t, err)
 	l, _ := newFakeLimiter(t, fw)
@@ -71,7 +71,7 @@ func TestReview_WrapperDoneContextOrdering(t *testing.T) {
 // §3.2 step 3 and §3.1 step 2: a zero-permit request is served while any
 // permit is free even behind OldestFirst waiters, takes nothing, counts as a
 // success and leaves the idle mark alone.
-func TestReview_ZeroPermitFastPathIgnoresQueue(t *testing.T) {
+func TestZeroPermitFastPathIgnoresQueue(t *testing.T) {
 	forEachKind(t, spec{limit: 3, queueLimit: 3}, func(t *testing.T, h *harness) {
 		h.attempt(1)
 		h.queue(3)
@@ -87,7 +87,7 @@ func TestReview_ZeroPermitFastPathIgnoresQueue(t *testing.T) {
 }
 
 // §3.1 step 2, §8: zero-permit acquisitions never affect the idle mark.
-func TestReview_ZeroPermitLeavesIdleMark(t *testing.T) {
+func TestZeroPermitLeavesIdleMark(t *testing.T) {
 	forEachKind(t, spec{limit: 1, queueLimit: 1}, func(t *testing.T, h *harness) {
 		h.now = ms(5)
 		require.True(t, h.attempt(0).Acquired())
@@ -108,7 +108,7 @@ func TestReview_ZeroPermitLeavesIdleMark(t *testing.T) {
 
 // §3.2 step 5: n = 0 always queues, even with QL = 0, adds nothing to Q,
 // and is granted (and counted) by the next processing run.
-func TestReview_ZeroPermitQueuesWithZeroQueueLimit(t *testing.T) {
+func TestZeroPermitQueuesWithZeroQueueLimit(t *testing.T) {
 	for _, order := range []QueueOrder{OldestFirst, NewestFirst} {
 		t.Run(order.String(), func(t *testing.T) {
 			forEachKind(t, spec{limit: 1, queueLimit: 0, order: order}, func(t *testing.T, h *harness) {
@@ -134,7 +134,7 @@ func TestReview_ZeroPermitQueuesWithZeroQueueLimit(t *testing.T) {
 // §3.2 step 5: queue capacity is in permits, the test is a subtraction that
 // cannot overflow at the int64 limits, and OldestFirst rejects what does not
 // fit without evicting.
-func TestReview_QueueLimitInPermitsNoOverflow(t *testing.T) {
+func TestQueueLimitInPermitsNoOverflow(t *testing.T) {
 	const big = math.MaxInt64
 	forEachKind(t, spec{limit: big, queueLimit: big}, func(t *testing.T, h *harness) {
 		h.attempt(big)
@@ -156,7 +156,7 @@ func TestReview_QueueLimitInPermitsNoOverflow(t *testing.T) {
 // time; an already-cancelled head frees no extra space and is not counted;
 // evicted waiters get a failed lease without values that still lists its
 // metadata name (§1, §4).
-func TestReview_EvictionFromHeadSkipsCancelled(t *testing.T) {
+func TestEvictionFromHeadSkipsCancelled(t *testing.T) {
 	forEachKind(t, spec{limit: 2, queueLimit: 3, order: NewestFirst}, func(t *testing.T, h *harness) {
 		h.attempt(2)
 		a := h.queue(1)
@@ -194,7 +194,7 @@ func TestReview_EvictionFromHeadSkipsCancelled(t *testing.T) {
 // §3.4 step 4: head-of-line blocking in both orders, with a partial refill
 // (concurrency release, sliding-window slide) so that the blocked request
 // does not fit while a smaller one behind it would.
-func TestReview_HeadOfLineBlockingBothOrders(t *testing.T) {
+func TestHeadOfLineBlockingBothOrders(t *testing.T) {
 	for _, order := range []QueueOrder{OldestFirst, NewestFirst} {
 		t.Run(order.String(), func(t *testing.T) {
 			conc, err := NewConcurrency(ConcurrencyOptions{PermitLimit: 4, QueueLimit: 10, QueueOrder: order}, t0)
@@ -232,7 +232,7 @@ func TestReview_HeadOfLineBlockingBothOrders(t *testing.T) {
 
 // §3.4 step 2, §3.5: cancelled entries are skipped where processing meets
 // them, in both orders, and Q drops exactly once.
-func TestReview_StaleEntriesSkippedAndCountedOnce(t *testing.T) {
+func TestStaleEntriesSkippedAndCountedOnce(t *testing.T) {
 	for _, order := range []QueueOrder{OldestFirst, NewestFirst} {
 		t.Run(order.String(), func(t *testing.T) {
 			forEachKind(t, spec{limit: 2, queueLimit: 4, order: order}, func(t *testing.T, h *harness) {
@@ -265,7 +265,7 @@ func TestReview_StaleEntriesSkippedAndCountedOnce(t *testing.T) {
 }
 
 // §7: evictions count as failures; cancellations, close and errors do not.
-func TestReview_CountersPerSection7(t *testing.T) {
+func TestCountersPerSection7(t *testing.T) {
 	forEachKind(t, spec{limit: 1, queueLimit: 1, order: NewestFirst}, func(t *testing.T, h *harness) {
 		h.attempt(1)
 		a := h.queue(1)
@@ -291,7 +291,7 @@ func TestReview_CountersPerSection7(t *testing.T) {
 // §9: close fails waiters in processing order (tail first for NewestFirst),
 // skipping cancelled ones, with leases that carry no values; a second close
 // does nothing; later calls behave as specified.
-func TestReview_CloseOrderAndAfterwards(t *testing.T) {
+func TestCloseOrderAndAfterwards(t *testing.T) {
 	for _, order := range []QueueOrder{OldestFirst, NewestFirst} {
 		t.Run(order.String(), func(t *testing.T) {
 			forEachKind(t, spec{limit: 1, queueLimit: 3, order: order}, func(t *testing.T, h *harness) {
@@ -338,7 +338,7 @@ func TestReview_CloseOrderAndAfterwards(t *testing.T) {
 
 // §5: with automatic replenishment TryReplenish returns false even after
 // close.
-func TestReview_AutoTryReplenishFalseAfterClose(t *testing.T) {
+func TestAutoTryReplenishFalseAfterClose(t *testing.T) {
 	fw, _ := NewFixedWindow(FixedWindowOptions{PermitLimit: 1, Window: time.Second}, t0)
 	sw, _ := NewSlidingWindow(SlidingWindowOptions{PermitLimit: 1, SegmentsPerWindow: 2, Window: time.Second}, t0)
 	tb, _ := NewTokenBucket(TokenBucketOptions{TokenLimit: 1, TokensPerPeriod: 1, ReplenishmentPeriod: time.Second}, t0)
@@ -354,7 +354,7 @@ func TestReview_AutoTryReplenishFalseAfterClose(t *testing.T) {
 
 // §8: which replenish paths refresh the idle mark and which early returns
 // do not.
-func TestReview_IdleMarkPerReplenishPath(t *testing.T) {
+func TestIdleMarkPerReplenishPath(t *testing.T) {
 	t.Run("FixedWindowFullDoesNotRefresh", func(t *testing.T) {
 		fw, _ := NewFixedWindow(FixedWindowOptions{PermitLimit: 2, Window: time.Second, ManualReplenishment: true}, t0)
 		require.True(t, fw.TryReplenish(ms(1500))) // full: moves last only
@@ -429,7 +429,7 @@ func TestReview_IdleMarkPerReplenishPath(t *testing.T) {
 
 // "Decisions" and §4.2: token bucket RETRY_AFTER with truncating division,
 // floor 1, Q always added (NewestFirst too), for n = 0 as well.
-func TestReview_TokenBucketRetryAfter(t *testing.T) {
+func TestTokenBucketRetryAfter(t *testing.T) {
 	const p = 20 * time.Second
 	cases := []struct {
 		name                   string
@@ -469,7 +469,7 @@ func TestReview_TokenBucketRetryAfter(t *testing.T) {
 // "Decisions" and §4.3: fixed window RETRY_AFTER is the time left in the
 // window, measured from the last replenishment that passed the window check
 // (construction until then), independent of n and Q.
-func TestReview_FixedWindowRetryAfterUsesLastReplenishment(t *testing.T) {
+func TestFixedWindowRetryAfterUsesLastReplenishment(t *testing.T) {
 	fw, _ := NewFixedWindow(FixedWindowOptions{PermitLimit: 2, QueueLimit: 2, Window: time.Second, ManualReplenishment: true}, t0)
 	mustAcquire(t, fw, t0, 2)
 	l, _ := fw.AttemptAcquire(ms(300), 1)
@@ -503,7 +503,7 @@ func TestReview_FixedWindowRetryAfterUsesLastReplenishment(t *testing.T) {
 
 // "Decisions" and §4.4: the sliding walk, including k = 1 when the failure
 // is caused only by waiters ahead, the n = 0 case, and the clamp at 0.
-func TestReview_SlidingRetryAfterWalk(t *testing.T) {
+func TestSlidingRetryAfterWalk(t *testing.T) {
 	t.Run("DeficitCoveredOnlyByWaiters", func(t *testing.T) {
 		sw := newSliding(t, SlidingWindowOptions{PermitLimit: 2, SegmentsPerWindow: 4, QueueLimit: 5,
 			Window: 4 * time.Second, ManualReplenishment: true})
@@ -546,7 +546,7 @@ func TestReview_SlidingRetryAfterWalk(t *testing.T) {
 // §5.2: exactly one segment per call whatever the gap; a slide that frees
 // nothing returns before queue processing, so even a zero-permit waiter
 // stays queued until a slide frees something.
-func TestReview_SlidingFreedZeroSkipsQueue(t *testing.T) {
+func TestSlidingFreedZeroSkipsQueue(t *testing.T) {
 	sw := newSliding(t, SlidingWindowOptions{PermitLimit: 1, SegmentsPerWindow: 3, QueueLimit: 1,
 		Window: 3 * time.Second, ManualReplenishment: true})
 	mustAcquire(t, sw, t0, 1) // segment 0
@@ -568,7 +568,7 @@ func TestReview_SlidingFreedZeroSkipsQueue(t *testing.T) {
 // §5.1 step 3: a fixed-window replenish while full does not process the
 // queue; here the queue can only hold a zero-permit waiter when A = 0, so
 // check instead that a queued zero waiter is granted by the reset.
-func TestReview_FixedWindowGrantsZeroWaiterOnReset(t *testing.T) {
+func TestFixedWindowGrantsZeroWaiterOnReset(t *testing.T) {
 	fw, _ := NewFixedWindow(FixedWindowOptions{PermitLimit: 1, Window: time.Second, ManualReplenishment: true}, t0)
 	mustAcquire(t, fw, t0, 1)
 	_, w, _ := fw.Acquire(t0, 0)
@@ -582,7 +582,7 @@ func TestReview_FixedWindowGrantsZeroWaiterOnReset(t *testing.T) {
 
 // §5.3: auto ticks add exactly TokensPerPeriod whatever the time; manual
 // adds fractions; a full bucket keeps last.
-func TestReview_TokenBucketReplenishment(t *testing.T) {
+func TestTokenBucketReplenishment(t *testing.T) {
 	auto, err := NewTokenBucket(TokenBucketOptions{TokenLimit: 10, TokensPerPeriod: 3, ReplenishmentPeriod: time.Second}, t0)
 	require.NoError(t, err)
 	mustAcquire(t, auto, t0, 10)
@@ -609,7 +609,7 @@ func TestReview_TokenBucketReplenishment(t *testing.T) {
 
 // §6 and the wrapper: a concurrency lease released twice returns its
 // permits once; a zero-permit lease and a failed lease release nothing.
-func TestReview_WrapperDoubleReleaseIsNoop(t *testing.T) {
+func TestWrapperDoubleReleaseIsNoop(t *testing.T) {
 	c, _ := NewConcurrency(ConcurrencyOptions{PermitLimit: 3, QueueLimit: 1}, t0)
 	l, _ := newFakeLimiter(t, c)
 	a, err := l.AttemptAcquire(2)
@@ -633,7 +633,7 @@ func TestReview_WrapperDoubleReleaseIsNoop(t *testing.T) {
 
 // §1: every lease from a limiter lists its metadata name even without a
 // value; successes never have values.
-func TestReview_MetadataNamesAlwaysListed(t *testing.T) {
+func TestMetadataNamesAlwaysListed(t *testing.T) {
 	forEachKind(t, spec{limit: 1, queueLimit: 0}, func(t *testing.T, h *harness) {
 		want := []string{MetadataRetryAfter}
 		if h.isConcurrency() {
@@ -667,7 +667,7 @@ func TestReview_MetadataNamesAlwaysListed(t *testing.T) {
 // on every period point from construction, as the .NET timer does even while
 // the limiter is full (a full fixed window still moves its last
 // replenishment; a full sliding window still slides).
-func TestReview_SkippedTicksAreUnobservable(t *testing.T) {
+func TestSkippedTicksAreUnobservable(t *testing.T) {
 	const p = 100 * time.Millisecond
 	makers := map[string]func(QueueOrder) Core{
 		"FixedWindow": func(o QueueOrder) Core {
@@ -753,7 +753,7 @@ func TestReview_SkippedTicksAreUnobservable(t *testing.T) {
 // window's period is Window.Ticks / SegmentsPerWindow in 100 ns ticks, so a
 // window that does not divide evenly truncates to a whole tick, and the slide
 // check, the tick schedule and RETRY_AFTER all use that period.
-func TestReview_SlidingPeriodInWholeTicks(t *testing.T) {
+func TestSlidingPeriodInWholeTicks(t *testing.T) {
 	sw := newSliding(t, SlidingWindowOptions{PermitLimit: 1, SegmentsPerWindow: 3, Window: time.Second})
 	const want = 333_333_300 * time.Nanosecond
 	require.Equal(t, want, sw.ReplenishmentPeriod())
