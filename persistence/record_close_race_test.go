@@ -21,7 +21,7 @@ type failFirstStore struct {
 	failed  map[Key]bool
 }
 
-var errReview6Write = errors.New("transient write failure")
+var errTransientWrite = errors.New("transient write failure")
 
 func (s *failFirstStore) Write(ctx context.Context, key Key, data []byte, etag string) (string, error) {
 	s.mu.Lock()
@@ -31,7 +31,7 @@ func (s *failFirstStore) Write(ctx context.Context, key Key, data []byte, etag s
 	if first {
 		s.entered <- struct{}{}
 		<-s.release
-		return "", errReview6Write
+		return "", errTransientWrite
 	}
 	return s.Store.Write(ctx, key, data, etag)
 }

@@ -1,6 +1,7 @@
 package limiter
 
-// Adversarial tests written in review against limiter-semantics.md. Each test
+// Edge cases of limiter-semantics.md: argument errors, zero permits, queue
+// limits, eviction, retry-after and replenishment, close. Each test
 // names the section it checks.
 
 import (
