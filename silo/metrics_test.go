@@ -166,3 +166,20 @@ func TestReadyFollowsStartAndStop(t *testing.T) {
 	require.NoError(t, <-stopped)
 	assert.ErrorIs(t, e.silo.Ready(), silo.ErrStopping, "a stopped silo stays unready")
 }
+
+// A silo that never starts lets go of its instruments when it is stopped,
+// and does not start afterwards.
+func TestStopOfASiloThatNeverStartedUnregistersItsInstruments(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	s, err := silo.New(silo.Options{DisableGateway: true}, silo.WithMeterProvider(mp))
+	require.NoError(t, err)
+	_, registered := collect(t, reader)["granary.activations"]
+	require.True(t, registered, "New registers the instruments")
+
+	require.NoError(t, s.Stop(context.Background()))
+	assert.Empty(t, collect(t, reader), "no instrument is left on the provider")
+	require.ErrorIs(t, s.Start(context.Background()), silo.ErrStopping)
+	require.NoError(t, s.Stop(context.Background()), "Stop again")
+}

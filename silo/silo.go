@@ -188,12 +188,18 @@ func (s *Silo) newFlusher() (*persistence.Flusher, error) {
 // Start starts the activation host, the state flusher and the gateway,
 // and, for a silo of a cluster, joins the cluster first: it listens for
 // other silos, joins through the seeds, takes its part of the directory
-// and announces itself active before its gateway takes clients.
+// and announces itself active before its gateway takes clients. It
+// returns ErrStarted when the silo started already and ErrStopping once
+// Stop was called.
 func (s *Silo) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.mu.started || s.mu.starting {
 		s.mu.Unlock()
 		return ErrStarted
+	}
+	if s.mu.stopped {
+		s.mu.Unlock()
+		return ErrStopping
 	}
 	s.mu.starting = true
 	kinds, types := slices.Clone(s.mu.kinds), slices.Clone(s.mu.types)
@@ -426,11 +432,22 @@ func (s *Silo) Host() *host.Host { return s.host.Load() }
 // returns an error wrapping ctx's that names every grain still busy (its
 // type, key and the method its turn runs), which it also logs. A turn that
 // ignores cancellation cannot be interrupted; calling Stop again once it
-// has returned finishes the job. Safe to call twice.
+// has returned finishes the job. Safe to call twice. A silo that never
+// started (or whose Start failed) only lets go of what New registered with
+// its meter provider; either way a stopped silo does not start again.
 func (s *Silo) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.mu.started {
+		// Never started, or Start failed: nothing runs but the instruments
+		// New registered. A Start in progress is left to finish.
+		first := !s.mu.starting && !s.mu.stopped
+		if first {
+			s.mu.stopped = true
+		}
 		s.mu.Unlock()
+		if first {
+			s.closeMetrics()
+		}
 		return nil
 	}
 	first := !s.mu.stopped
