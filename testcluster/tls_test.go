@@ -22,20 +22,13 @@ import (
 // the link listeners took only TLS connections (a plain silo is refused).
 func TestSilosLinkOverMutualTLS(t *testing.T) {
 	ca := testcerts.NewCA(t, "cluster")
-	withCert := func(name string) *tls.Config {
-		cfg := ca.ClientConfig()
-		cfg.Certificates = []tls.Certificate{ca.Certificate(t, name)}
-		return cfg
-	}
 	c := testcluster.New(t, testcluster.Options{
 		Silos: 2, OnlyFirstGateway: true, Register: registerCounter,
 		Configure: func(i int, o *silo.Options) {
-			server := ca.ServerConfig(t)
-			server.ClientAuth, server.ClientCAs = tls.RequireAndVerifyClientCert, ca.Pool()
-			o.Security.TLS, o.Security.DialTLS = server, withCert(testcluster.Name(i))
+			o.Security.TLS, o.Security.DialTLS = requiringCerts(t, ca), withCert(t, ca, testcluster.Name(i))
 		},
 	})
-	cl := c.NewClient(client.Options{TLS: withCert("client")})
+	cl := c.NewClient(client.Options{TLS: withCert(t, ca, "client")})
 	ref := counter.NewCounterRef(cl, "over-tls")
 	ctx := context.Background()
 	for i := int64(1); i <= 3; i++ {
@@ -57,16 +50,7 @@ func TestSilosLinkOverMutualTLS(t *testing.T) {
 	}
 	assert.NotZero(t, accepted, "the link was accepted by a listener that takes only TLS")
 
-	view, err := c.Silo(1).Members()
-	require.NoError(t, err)
-	self, ok := view.Member(testcluster.Name(1))
-	require.True(t, ok)
-	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err = transport.Dial(dialCtx, self.Address, transport.Options{
-		Identity: transport.Identity{Role: transport.RoleSilo, SiloID: "plain", ClusterID: silo.DefaultClusterID},
-	}, nopHandler{})
-	assert.ErrorIs(t, err, transport.ErrTLSMismatch, "a silo dialling in plain is refused")
+	assert.ErrorIs(t, dialLinkListener(t, c, 1, "plain", nil), transport.ErrTLSMismatch, "a silo dialling in plain is refused")
 }
 
 // Mutual TLS between silos does not ask clients for a certificate when
@@ -76,17 +60,10 @@ func TestSilosLinkOverMutualTLS(t *testing.T) {
 // certificate.
 func TestMutualTLSBetweenSilosWithServerOnlyTLSForClients(t *testing.T) {
 	ca := testcerts.NewCA(t, "cluster")
-	withCert := func(name string) *tls.Config {
-		cfg := ca.ClientConfig()
-		cfg.Certificates = []tls.Certificate{ca.Certificate(t, name)}
-		return cfg
-	}
 	c := testcluster.New(t, testcluster.Options{
 		Silos: 2, OnlyFirstGateway: true, Register: registerCounter,
 		Configure: func(i int, o *silo.Options) {
-			links := ca.ServerConfig(t)
-			links.ClientAuth, links.ClientCAs = tls.RequireAndVerifyClientCert, ca.Pool()
-			o.Security.TLS, o.Security.LinkTLS, o.Security.DialTLS = ca.ServerConfig(t), links, withCert(testcluster.Name(i))
+			o.Security.TLS, o.Security.LinkTLS, o.Security.DialTLS = ca.ServerConfig(t), requiringCerts(t, ca), withCert(t, ca, testcluster.Name(i))
 		},
 	})
 	cl := c.NewClient(client.Options{TLS: ca.ClientConfig()})
@@ -100,20 +77,45 @@ func TestMutualTLSBetweenSilosWithServerOnlyTLSForClients(t *testing.T) {
 	require.True(t, found)
 	assert.Equal(t, testcluster.Name(1), where)
 
-	view, err := c.Silo(1).Members()
-	require.NoError(t, err)
-	self, ok := view.Member(testcluster.Name(1))
-	require.True(t, ok)
-	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	before := c.Silo(1).Stats().LinkListener.HandshakeTLS
-	_, err = transport.Dial(dialCtx, self.Address, transport.Options{
-		Identity: transport.Identity{Role: transport.RoleSilo, SiloID: "no-cert", ClusterID: silo.DefaultClusterID},
-		TLS:      ca.ClientConfig(),
-	}, nopHandler{})
-	require.Error(t, err, "a silo without a certificate is refused by the link listener")
+	require.Error(t, dialLinkListener(t, c, 1, "no-cert", ca.ClientConfig()), "a silo without a certificate is refused by the link listener")
 	require.Eventually(t, func() bool { return c.Silo(1).Stats().LinkListener.HandshakeTLS > before }, 10*time.Second, time.Millisecond,
 		"the link listener counts the refused handshake")
+}
+
+// withCert is the CA's client configuration with a certificate for name.
+func withCert(t *testing.T, ca *testcerts.CA, name string) *tls.Config {
+	cfg := ca.ClientConfig()
+	cfg.Certificates = []tls.Certificate{ca.Certificate(t, name)}
+	return cfg
+}
+
+// requiringCerts is a server configuration that requires a certificate
+// from the CA.
+func requiringCerts(t *testing.T, ca *testcerts.CA) *tls.Config {
+	server := ca.ServerConfig(t)
+	server.ClientAuth, server.ClientCAs = tls.RequireAndVerifyClientCert, ca.Pool()
+	return server
+}
+
+// dialLinkListener dials silo i's listener for other silos as a silo
+// named name would, with tlsConfig.
+func dialLinkListener(t *testing.T, c *testcluster.Cluster, i int, name string, tlsConfig *tls.Config) error {
+	t.Helper()
+	view, err := c.Silo(i).Members()
+	require.NoError(t, err)
+	self, ok := view.Member(testcluster.Name(i))
+	require.True(t, ok)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := transport.Dial(ctx, self.Address, transport.Options{
+		Identity: transport.Identity{Role: transport.RoleSilo, SiloID: name, ClusterID: silo.DefaultClusterID},
+		TLS:      tlsConfig,
+	}, nopHandler{})
+	if err == nil {
+		_ = conn.Close()
+	}
+	return err
 }
 
 type nopHandler struct{}
