@@ -71,7 +71,9 @@ type Request struct {
 	Timeout time.Duration
 	// Hops counts the silos that have forwarded the request so far.
 	Hops uint32
-	// FromSilo is set when a silo made the call, not a client.
+	// FromSilo is set when the request came from a silo: this one's own
+	// caller, or another over a link (as its handshake proved), never a
+	// client. Only such a request may address the silo's system services.
 	FromSilo bool
 	// Registered is set by the Replier that registered the call in a
 	// cancellation registry of its own, for its own bookkeeping.

@@ -352,7 +352,13 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 	req.Target = actor.GrainID{Type: env.GrainType, Key: env.GrainKey}
 	req.CallID, req.MethodID = env.CallID, env.MethodID
 	req.Payload, req.Budget, req.Reply = env.Payload, env.Budget, e
-	req.Hint, req.Timeout, req.Hops, req.FromSilo = env.PlacementHint, env.Timeout, env.Hops, env.FromSilo
+	req.Hint, req.Timeout = env.PlacementHint, env.Timeout
+	if c != nil && c.Peer().Role == transport.RoleSilo {
+		// Only a silo, as its handshake proved, may say that it forwarded
+		// the call or address the silo itself (the directory): what a
+		// client claims of either is ignored.
+		req.Hops, req.FromSilo = env.Hops, true
+	}
 	if e.inbound == nil {
 		e.Reply(req, nil, ErrNoInbound)
 		return

@@ -77,6 +77,12 @@ func (r *Router) SetHost(h Activator) { r.host = h }
 // Route implements host.Router.
 func (r *Router) Route(req *host.Request) {
 	if serve := r.Systems[req.Target.Type]; serve != nil {
+		if !req.FromSilo {
+			// A client may not reach the directory: to it, no such type.
+			req.Reply.Reply(req, nil, fmt.Errorf("%w: %q", actor.ErrUnknownGrainType, req.Target.Type))
+			req.Release()
+			return
+		}
 		serve(req)
 		return
 	}
