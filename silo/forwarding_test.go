@@ -359,6 +359,6 @@ func TestCallersGivingUpOnRelayedCallsLeaveNothingBehind(t *testing.T) {
 // grain directory does when it must ask another silo.
 type asyncLocator struct{ static *rpc.StaticLocator }
 
-func (l asyncLocator) Locate(id actor.GrainID, hint string, done func(string, error)) {
+func (l asyncLocator) Locate(id actor.GrainID, hint string, done func(string, bool, error)) {
 	go l.static.Locate(id, hint, done)
 }

@@ -133,8 +133,8 @@ type Directory struct {
 		holds     []hold
 		parked    []parked
 		cache     map[actor.GrainID]Activation
-		lookups   map[actor.GrainID][]func(string, error) // lookups in flight, coalesced
-		received  map[ring.Silo][]ring.Range              // ranges live silos handed over, should the view catch up later
+		lookups   map[actor.GrainID][]located // lookups in flight, coalesced
+		received  map[ring.Silo][]ring.Range  // ranges live silos handed over, should the view catch up later
 		// placed counts the activations this silo placed on each silo since
 		// that silo's load was last published: published loads lag, and
 		// strategies that weigh load would otherwise herd.
@@ -214,7 +214,7 @@ func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Di
 	d.mu.live = make(map[string]int64)
 	d.mu.partition = make(map[actor.GrainID]Activation)
 	d.mu.cache = make(map[actor.GrainID]Activation)
-	d.mu.lookups = make(map[actor.GrainID][]func(string, error))
+	d.mu.lookups = make(map[actor.GrainID][]located)
 	d.mu.received = make(map[ring.Silo][]ring.Range)
 	d.mu.placed = make(map[string]int64)
 	d.mu.gone = make(map[string]int64)
@@ -255,14 +255,14 @@ func (d *Directory) Close() {
 	parked := d.mu.parked
 	d.mu.parked = nil
 	lookups := d.mu.lookups
-	d.mu.lookups = make(map[actor.GrainID][]func(string, error))
+	d.mu.lookups = make(map[actor.GrainID][]located)
 	d.mu.Unlock()
 	for _, p := range parked {
 		p.run() // released: each operation sees the directory closed
 	}
 	for _, dones := range lookups {
 		for _, done := range dones {
-			done("", ErrClosed)
+			done("", false, ErrClosed)
 		}
 	}
 	d.wg.Wait()
@@ -413,22 +413,27 @@ func (d *Directory) place(id actor.GrainID, hint string) (string, error) {
 	return silo, nil
 }
 
+// located is the callback of Locate: the silo, and whether placement chose
+// it for a grain that had no activation.
+type located = func(silo string, placed bool, err error)
+
 // Locate implements the router's Locator: it finds the silo that holds
 // id's activation, or, when the grain has none, the silo placement
-// chooses for it. done is called once, maybe before Locate returns.
-func (d *Directory) Locate(id actor.GrainID, hint string, done func(silo string, err error)) {
+// chooses for it (placed). done is called once, maybe before Locate
+// returns.
+func (d *Directory) Locate(id actor.GrainID, hint string, done located) {
 	d.stats.lookups.Add(1)
 	h := ring.Hash(id)
 	d.mu.Lock()
 	if d.mu.closed {
 		d.mu.Unlock()
-		done("", ErrClosed)
+		done("", false, ErrClosed)
 		return
 	}
 	if a, ok := d.mu.cache[id]; ok && d.liveLocked(a) && a != d.self {
 		d.mu.Unlock()
 		d.stats.cacheHits.Add(1)
-		done(a.Silo, nil)
+		done(a.Silo, false, nil)
 		return
 	}
 	if waiting, ok := d.mu.lookups[id]; ok {
@@ -439,7 +444,7 @@ func (d *Directory) Locate(id actor.GrainID, hint string, done func(silo string,
 	owner, ok := d.ownerLocked(h)
 	if !ok {
 		d.mu.Unlock()
-		done("", ErrNoOwner)
+		done("", false, ErrNoOwner)
 		return
 	}
 	if owner.ID == d.self.Silo {
@@ -455,28 +460,29 @@ func (d *Directory) Locate(id actor.GrainID, hint string, done func(silo string,
 		}
 		d.mu.Unlock()
 		if found {
-			done(a.Silo, nil)
+			done(a.Silo, false, nil)
 			return
 		}
-		done(d.place(id, hint))
+		silo, err := d.place(id, hint)
+		done(silo, err == nil, err)
 		return
 	}
-	d.mu.lookups[id] = []func(string, error){done}
+	d.mu.lookups[id] = []located{done}
 	d.mu.Unlock()
 	d.stats.remoteLookups.Add(1)
 	if !d.goRemote(func(ctx context.Context) { d.remoteLookup(ctx, id, hint) }) {
-		d.finishLookup(id, "", ErrClosed)
+		d.finishLookup(id, "", false, ErrClosed)
 	}
 }
 
 // finishLookup answers every Locate waiting for id's lookup.
-func (d *Directory) finishLookup(id actor.GrainID, silo string, err error) {
+func (d *Directory) finishLookup(id actor.GrainID, silo string, placed bool, err error) {
 	d.mu.Lock()
 	dones := d.mu.lookups[id]
 	delete(d.mu.lookups, id)
 	d.mu.Unlock()
 	for _, done := range dones {
-		done(silo, err)
+		done(silo, placed, err)
 	}
 }
 

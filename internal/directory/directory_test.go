@@ -206,17 +206,29 @@ func register(t *testing.T, s *fakeSilo, id actor.GrainID) string {
 
 func locate(t *testing.T, s *fakeSilo, id actor.GrainID, hint string) string {
 	t.Helper()
-	done := make(chan string, 1)
-	s.dir.Locate(id, hint, func(silo string, err error) {
+	silo, _ := locatePlaced(t, s, id, hint)
+	return silo
+}
+
+// locatePlaced is locate that also says whether the silo was placement's
+// choice for a grain without an activation.
+func locatePlaced(t *testing.T, s *fakeSilo, id actor.GrainID, hint string) (string, bool) {
+	t.Helper()
+	type answer struct {
+		silo   string
+		placed bool
+	}
+	done := make(chan answer, 1)
+	s.dir.Locate(id, hint, func(silo string, placed bool, err error) {
 		require.NoError(t, err)
-		done <- silo
+		done <- answer{silo, placed}
 	})
 	select {
-	case silo := <-done:
-		return silo
+	case a := <-done:
+		return a.silo, a.placed
 	case <-time.After(10 * time.Second):
 		t.Fatal("Locate did not answer")
-		return ""
+		return "", false
 	}
 }
 
@@ -268,6 +280,26 @@ func TestAGrainWithoutAnActivationIsPlacedAndHintsWin(t *testing.T) {
 	assert.Contains(t, []string{"a", "b", "c"}, silo, "a hint for no live silo falls back to the strategy")
 	assert.Zero(t, a.dir.Stats().Partition+c.all()[1].dir.Stats().Partition+c.all()[2].dir.Stats().Partition,
 		"looking up registers nothing")
+}
+
+// Locate says when the silo it answers is a placement for a grain without
+// an activation, whichever silo owns the grain's entry, and not once the
+// grain is registered: the router charges a new activation on another
+// silo to the connection that asked.
+func TestLocateSaysWhenItPlacedTheGrain(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	silos := c.all()
+	for i := range 12 {
+		id := grain(i)
+		asker := silos[i%3]
+		silo, placed := locatePlaced(t, asker, id, "c")
+		assert.Equal(t, "c", silo)
+		assert.True(t, placed, "%s has no activation: placed", id)
+		require.Empty(t, register(t, silos[2], id))
+		silo, placed = locatePlaced(t, asker, id, "")
+		assert.Equal(t, "c", silo)
+		assert.False(t, placed, "%s is registered: found, not placed", id)
+	}
 }
 
 // When a silo dies, owners drop the entries that point at it: its grains
@@ -350,7 +382,7 @@ func TestAJoiningSiloTakesItsRangeFromTheLiveOwners(t *testing.T) {
 	d.dir.SetView(v)
 	located := make(chan string, len(owned))
 	for _, id := range owned {
-		d.dir.Locate(id, "", func(silo string, err error) {
+		d.dir.Locate(id, "", func(silo string, _ bool, err error) {
 			assert.NoError(t, err)
 			located <- silo
 		})

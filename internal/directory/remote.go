@@ -113,7 +113,7 @@ func (d *Directory) remoteLookup(ctx context.Context, id actor.GrainID, hint str
 		}
 		return
 	case err != nil:
-		d.finishLookup(id, "", err)
+		d.finishLookup(id, "", false, err)
 		return
 	}
 	if reply.GetFound() {
@@ -125,12 +125,12 @@ func (d *Directory) remoteLookup(ctx context.Context, id actor.GrainID, hint str
 		}
 		d.mu.Unlock()
 		if live {
-			d.finishLookup(id, a.Silo, nil)
+			d.finishLookup(id, a.Silo, false, nil)
 			return
 		}
 	}
 	silo, err := d.place(id, hint)
-	d.finishLookup(id, silo, err)
+	d.finishLookup(id, silo, err == nil, err)
 }
 
 // remoteRegister registers this silo's activation of id with the grain's

@@ -349,8 +349,21 @@ func (h *Host) admitActivation(req *Request) error {
 		h.stats.refusedActivations.Add(1)
 		return fmt.Errorf("%w: %d activations, the silo's limit", proxy.ErrOverloaded, h.opts.MaxActivations)
 	}
-	if lim, ok := req.Reply.(ActivationLimiter); ok && !lim.AllowActivation() {
+	if err := SpendActivation(req); err != nil {
 		h.stats.refusedActivations.Add(1)
+		return err
+	}
+	return nil
+}
+
+// SpendActivation spends one unit of the budget of new activations of the
+// connection req came on, if its Replier keeps one, or returns the
+// proxy.ErrOverloaded error to answer req with when none is left. The host
+// asks before it creates an activation; a router asks before it sends a
+// request for a grain it just placed on another silo, which cannot tell
+// whose request it was.
+func SpendActivation(req *Request) error {
+	if lim, ok := req.Reply.(ActivationLimiter); ok && !lim.AllowActivation() {
 		return fmt.Errorf("%w: this connection's budget of new activations is spent; retry later", proxy.ErrOverloaded)
 	}
 	return nil

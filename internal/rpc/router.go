@@ -19,10 +19,11 @@ const DefaultMaxHops = 2
 type Locator interface {
 	// Locate finds the silo that holds id's activation, or the one that
 	// should create it, and calls done with it once, maybe before Locate
-	// returns; "" (or the router's own name) means this silo. hint is the
-	// caller's placement hint, if any. done may run on any goroutine, and
-	// must not block.
-	Locate(id actor.GrainID, hint string, done func(silo string, err error))
+	// returns; "" (or the router's own name) means this silo. placed is
+	// set when the grain had no activation and the silo is where placement
+	// put the new one. hint is the caller's placement hint, if any. done
+	// may run on any goroutine, and must not block.
+	Locate(id actor.GrainID, hint string, done func(silo string, placed bool, err error))
 }
 
 // cachedLocator is a Locator that can answer from what it knows, without
@@ -97,15 +98,16 @@ func (r *Router) Route(req *host.Request) {
 	}
 	if c, ok := r.Locator.(cachedLocator); ok {
 		if silo, ok := c.Cached(req.Target); ok {
-			r.located(req, silo, nil)
+			r.located(req, silo, false, nil)
 			return
 		}
 	}
-	r.Locator.Locate(req.Target, req.Hint, func(silo string, err error) { r.located(req, silo, err) })
+	r.Locator.Locate(req.Target, req.Hint, func(silo string, placed bool, err error) { r.located(req, silo, placed, err) })
 }
 
-// located sends req where the locator said its grain lives.
-func (r *Router) located(req *host.Request, silo string, err error) {
+// located sends req where the locator said its grain lives; placed says
+// that the grain is new there.
+func (r *Router) located(req *host.Request, silo string, placed bool, err error) {
 	switch {
 	case err != nil:
 		req.Reply.Reply(req, nil, fmt.Errorf("%w: locate %s: %w", proxy.ErrUnavailable, req.Target, err))
@@ -113,6 +115,16 @@ func (r *Router) located(req *host.Request, silo string, err error) {
 	case silo == "" || silo == r.Self:
 		r.host.Activate(req)
 	default:
+		if placed {
+			// The silo it goes to sees only the link, whose requests have
+			// no budget: the connection the request came on pays for the
+			// new activation here, as it would for one on this silo.
+			if err := host.SpendActivation(req); err != nil {
+				req.Reply.Reply(req, nil, err)
+				req.Release()
+				return
+			}
+		}
 		// The silo it goes to activates the grain if it has no
 		// activation: the placement made here (which honoured the caller's
 		// hint if it could), not one of its own, so that silos whose views
@@ -212,9 +224,10 @@ func (l *StaticLocator) PlaceOthers(silo string) {
 	l.mu.fallback = silo
 }
 
-// Locate implements Locator; it answers before it returns.
-func (l *StaticLocator) Locate(id actor.GrainID, _ string, done func(string, error)) {
-	done(l.where(id), nil)
+// Locate implements Locator; it answers before it returns. The table
+// knows no activations, so it never says a grain was placed.
+func (l *StaticLocator) Locate(id actor.GrainID, _ string, done func(string, bool, error)) {
+	done(l.where(id), false, nil)
 }
 
 // Cached answers as Locate does, without a callback.

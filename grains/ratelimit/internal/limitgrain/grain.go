@@ -2,8 +2,9 @@ package limitgrain
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -62,8 +63,7 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 
 	// leases are the concurrency leases not yet released: lease id ->
 	// permits. Time-based grains keep nothing per lease.
-	leases      map[uint64]int64
-	nextLeaseID uint64
+	leases map[uint64]int64
 
 	queued      int        // calls waiting in the limiter's queue
 	held        []*call[O] // calls waiting behind a configuration change, in arrival order
@@ -97,9 +97,6 @@ func (g *grain[O, P, R]) start(act runtime) {
 	id := act.ID()
 	g.wireID = &pb.GrainId{Type: id.Type, Key: id.Key}
 	g.onTick = g.tickNow
-	// A random start keeps lease ids of a grain that lost unflushed state
-	// in a crash from repeating those its callers still hold.
-	g.nextLeaseID = rand.Uint64()
 	now := act.Now()
 	g.restore(now)
 	g.saved = nil
@@ -473,15 +470,19 @@ func (g *grain[O, P, R]) notAcquiredReply() *pb.LeaseMetadata {
 	return &pb.LeaseMetadata{ReleaseOptional: true, Metadata: notAcquiredMetadata}
 }
 
-// newLeaseID returns a lease id that is not 0 and not held.
+// newLeaseID returns a lease id that is not 0 and not held. A lease id is
+// all it takes to release a lease, so it is drawn at random from the
+// whole range, from crypto/rand: ids that counted up would let a caller
+// who holds one lease release its neighbours', other callers' leases, and
+// so get past the limit; random ones also keep a grain that lost
+// unflushed state in a crash from repeating ids its callers still hold.
 func (g *grain[O, P, R]) newLeaseID() uint64 {
+	var b [8]byte
 	for {
-		g.nextLeaseID++
-		if g.nextLeaseID == 0 {
-			continue
-		}
-		if _, held := g.leases[g.nextLeaseID]; !held {
-			return g.nextLeaseID
+		_, _ = rand.Read(b[:]) // never fails: crypto/rand.Read panics rather than return short
+		id := binary.LittleEndian.Uint64(b[:])
+		if _, held := g.leases[id]; id != 0 && !held {
+			return id
 		}
 	}
 }
