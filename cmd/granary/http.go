@@ -105,9 +105,16 @@ type httpPort struct {
 	served chan error // the Serve goroutine's end
 }
 
-// httpReadHeaderTimeout bounds how long a client may take to send a
-// request's headers.
-const httpReadHeaderTimeout = 10 * time.Second
+// The HTTP port's bounds on slow and idle clients: how long a client may
+// take to send a request's headers, then the whole request (the API's
+// bodies are small: 64 KiB at most), and how long a keep-alive
+// connection may sit idle. None bounds how long an acquisition may wait
+// for its answer, which its own budget does.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpReadTimeout       = 30 * time.Second
+	httpIdleTimeout       = 2 * time.Minute
+)
 
 // listenHTTP binds the HTTP port, so that a taken port fails the start
 // before the silo starts.
@@ -122,7 +129,8 @@ func listenHTTP(addr string, handler http.Handler, log *slog.Logger) (*httpPort,
 	protocols.SetUnencryptedHTTP2(true)
 	return &httpPort{
 		server: &http.Server{
-			Handler: handler, ReadHeaderTimeout: httpReadHeaderTimeout, Protocols: protocols,
+			Handler: handler, Protocols: protocols,
+			ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout, IdleTimeout: httpIdleTimeout,
 			ErrorLog: slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
 		},
 		ln: ln, served: make(chan error, 1),
