@@ -106,13 +106,13 @@ type httpPort struct {
 }
 
 // The HTTP port's bounds on slow and idle clients: how long a client may
-// take to send a request's headers, and how long a keep-alive connection
-// may sit idle. There is no ReadTimeout: net/http keeps its deadline on
-// the connection while the handler runs and cancels the request's
-// context when it passes, which would cut short an acquisition that
-// waits in a limiter's queue for longer.
+// take to send a request's headers, then the whole request (the API's
+// bodies are 64 KiB at most), and how long a keep-alive connection may
+// sit idle. None bounds the handler once the request is in: a queued
+// acquisition waits as long as its budget says.
 const (
 	httpReadHeaderTimeout = 10 * time.Second
+	httpReadTimeout       = 30 * time.Second
 	httpIdleTimeout       = 2 * time.Minute
 )
 
@@ -130,7 +130,7 @@ func listenHTTP(addr string, handler http.Handler, log *slog.Logger) (*httpPort,
 	return &httpPort{
 		server: &http.Server{
 			Handler: handler, Protocols: protocols,
-			ReadHeaderTimeout: httpReadHeaderTimeout, IdleTimeout: httpIdleTimeout,
+			ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout, IdleTimeout: httpIdleTimeout,
 			ErrorLog: slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
 		},
 		ln: ln, served: make(chan error, 1),

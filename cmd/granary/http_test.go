@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,12 +123,61 @@ func TestServiceAPIServesTheSilosLimiters(t *testing.T) {
 	assert.Contains(t, body, "permission_denied")
 }
 
-// The HTTP port does not hold a slow or idle client for ever: headers and
-// idle keep-alive connections each have a bound.
+// The HTTP port does not hold a slow or idle client for ever: headers,
+// whole requests and idle keep-alive connections each have a bound.
 func TestTheHTTPPortBoundsSlowAndIdleClients(t *testing.T) {
 	port, err := listenHTTP("127.0.0.1:0", http.NotFoundHandler(), quietLog)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = port.ln.Close() })
 	assert.Positive(t, port.server.ReadHeaderTimeout)
+	assert.Positive(t, port.server.ReadTimeout)
 	assert.Positive(t, port.server.IdleTimeout)
+}
+
+// The port's read bound, shortened: a client that trickles a request's
+// body fails its read once the time is up, while a handler that has its
+// body and then waits longer (a queued acquisition) keeps its request's
+// context and answers.
+func TestTheReadBoundEndsSlowBodiesNotSlowAnswers(t *testing.T) {
+	const bound = 50 * time.Millisecond
+	readErr := make(chan error, 1)
+	port, err := listenHTTP("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		if r.URL.Path == "/slow-body" {
+			readErr <- err
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return // cancelled: the client gets no answer
+		case <-time.After(4 * bound): // well past the read bound
+		}
+		_, _ = io.WriteString(w, "answered")
+	}), quietLog)
+	require.NoError(t, err)
+	port.server.ReadTimeout = bound
+	port.serve()
+	t.Cleanup(func() { _ = port.server.Close() })
+	addr := port.ln.Addr().String()
+
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	_, err = io.WriteString(conn, "POST /slow-body HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly a little")
+	require.NoError(t, err)
+	select {
+	case err := <-readErr:
+		assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler still waits for the body")
+	}
+
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+	resp, err := client.Post("http://"+addr+"/slow-answer", "text/plain", strings.NewReader("a body"))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, "answered", string(body))
 }
