@@ -2,23 +2,16 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
-	"github.com/bufbuild/protocompile"
-	"github.com/bufbuild/protocompile/linker"
 	gengo "google.golang.org/protobuf/cmd/protoc-gen-go/internal_gengo"
-	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/pluginpb"
+
+	"github.com/granary-go/granary/internal/grainc"
 )
 
 // connectPlugin is how protoc-gen-connect-go is run: by the go command, at
@@ -40,13 +33,10 @@ func generate(opts options) (map[string][]byte, error) {
 	out := make(map[string][]byte)
 
 	// protoc-gen-go, in process.
-	gen, err := protogen.Options{}.New(req)
+	gen, err := grainc.NewPlugin(req)
 	if err != nil {
 		return nil, err
 	}
-	gen.SupportedFeatures = gengo.SupportedFeatures
-	gen.SupportedEditionsMinimum = gengo.SupportedEditionsMinimum
-	gen.SupportedEditionsMaximum = gengo.SupportedEditionsMaximum
 	for _, f := range gen.Files {
 		if f.Generate {
 			gengo.GenerateFile(gen, f)
@@ -108,74 +98,12 @@ func runPlugin(command []string, req *pluginpb.CodeGeneratorRequest) (*pluginpb.
 	return resp, nil
 }
 
-// compile compiles the proto files into the request a protoc plugin gets.
+// compile compiles the proto files into the request a protoc plugin gets,
+// finding them as granarygen does.
 func compile(opts options) (*pluginpb.CodeGeneratorRequest, error) {
-	roots := opts.importPaths
-	if len(roots) == 0 {
-		roots = []string{"."}
-	}
-	compiler := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-			Accessor: func(name string) (io.ReadCloser, error) { return open(roots, name) },
-		}),
-		SourceInfoMode: protocompile.SourceInfoStandard, // comments carry over
-	}
-	compiled, err := compiler.Compile(context.Background(), opts.files...)
-	if err != nil {
-		return nil, err
-	}
 	param := "paths=import"
 	if opts.module != "" {
 		param += ",module=" + opts.module
 	}
-	return &pluginpb.CodeGeneratorRequest{
-		FileToGenerate: opts.files,
-		Parameter:      &param,
-		// No CompilerVersion: the headers then name none that could differ
-		// between machines.
-		ProtoFile: dependenciesFirst(compiled),
-	}, nil
-}
-
-// open finds an import on the roots: a root "prefix=dir" serves the
-// imports under prefix/ from dir.
-func open(roots []string, name string) (io.ReadCloser, error) {
-	for _, root := range roots {
-		rel := name
-		prefix, dir, mapped := strings.Cut(root, "=")
-		if !mapped {
-			dir = root
-		} else if rel, mapped = strings.CutPrefix(name, strings.Trim(prefix, "/")+"/"); !mapped {
-			continue
-		}
-		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
-		if err == nil {
-			return f, nil
-		}
-	}
-	return nil, fmt.Errorf("%s: %w", name, os.ErrNotExist)
-}
-
-// dependenciesFirst lists the compiled files and their imports, each after
-// what it imports, as protoc lists them for a plugin.
-func dependenciesFirst(files linker.Files) []*descriptorpb.FileDescriptorProto {
-	var (
-		out  []*descriptorpb.FileDescriptorProto
-		seen = make(map[string]bool)
-		add  func(fd protoreflect.FileDescriptor)
-	)
-	add = func(fd protoreflect.FileDescriptor) {
-		if seen[fd.Path()] {
-			return
-		}
-		seen[fd.Path()] = true
-		for i := 0; i < fd.Imports().Len(); i++ {
-			add(fd.Imports().Get(i).FileDescriptor)
-		}
-		out = append(out, protodesc.ToFileDescriptorProto(fd))
-	}
-	for _, f := range files {
-		add(f)
-	}
-	return out
+	return grainc.Compile(grainc.Options{Files: opts.files, ImportPaths: opts.importPaths, Parameter: param})
 }

@@ -20,17 +20,13 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"maps"
 	"os"
-	"path/filepath"
-	"slices"
-	"strings"
+
+	"github.com/granary-go/granary/internal/grainc"
 )
 
 func main() {
@@ -40,20 +36,10 @@ func main() {
 	}
 }
 
-// importPaths collects repeated -I flags.
-type importPaths []string
-
-func (p *importPaths) String() string { return strings.Join(*p, ",") }
-
-func (p *importPaths) Set(v string) error {
-	*p = append(*p, v)
-	return nil
-}
-
 func run(args []string, stderr io.Writer) error {
 	flags := flag.NewFlagSet("connectgen", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	var imports importPaths
+	var imports grainc.ImportPaths
 	flags.Var(&imports, "I", "search `dir` for imports, or serve import path prefix/ from dir with prefix=dir (repeatable; default .)")
 	module := flags.String("module", "", "strip this Go import path `prefix` from output names")
 	outDir := flags.String("out", ".", "write outputs under `dir`")
@@ -67,25 +53,5 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range slices.Sorted(maps.Keys(out)) {
-		if err := writeIfChanged(filepath.Join(*outDir, name), out[name]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeIfChanged writes content to name unless the file already holds it.
-func writeIfChanged(name string, content []byte) error {
-	old, err := os.ReadFile(name)
-	if err == nil && bytes.Equal(old, content) {
-		return nil
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(name, content, 0o644)
+	return grainc.WriteChanged(*outDir, out)
 }

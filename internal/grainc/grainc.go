@@ -72,46 +72,14 @@ type Options struct {
 // that supplied it; otherwise it is placed at its generated name, relative
 // to the current directory, as protoc --go_out=. would place it.
 func Generate(opts Options) (map[string][]byte, error) {
-	if len(opts.Files) == 0 {
-		return nil, fmt.Errorf("%w: no proto files given", ErrOptions)
-	}
-	roots, err := parseImportPaths(opts.ImportPaths)
+	req, src, err := compile(opts)
 	if err != nil {
 		return nil, err
 	}
-	files := make([]string, len(opts.Files))
-	for i, name := range opts.Files {
-		if files[i], err = cleanProtoPath(name); err != nil {
-			return nil, err
-		}
-	}
-
-	src := &sourceResolver{roots: roots, open: opts.Open, found: make(map[string]string)}
-	compiler := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(src),
-		// Comments of services and methods carry over to generated code.
-		SourceInfoMode: protocompile.SourceInfoStandard,
-	}
-	compiled, err := compiler.Compile(context.Background(), files...)
+	gen, err := NewPlugin(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCompile, err)
+		return nil, err
 	}
-
-	req := &pluginpb.CodeGeneratorRequest{
-		FileToGenerate: files,
-		Parameter:      &opts.Parameter,
-		// CompilerVersion stays unset on purpose: the header then names no
-		// compiler version that could differ between machines.
-		ProtoFile: topologicalProtos(compiled),
-	}
-	gen, err := protogen.Options{}.New(req)
-	if err != nil {
-		// Typically a file without a go_package option.
-		return nil, fmt.Errorf("grainc: %w", err)
-	}
-	gen.SupportedFeatures = gengo.SupportedFeatures
-	gen.SupportedEditionsMinimum = gengo.SupportedEditionsMinimum
-	gen.SupportedEditionsMaximum = gengo.SupportedEditionsMaximum
 
 	codecs := wireCodecs(gen)
 	pbFiles := make(map[*protogen.File]*protogen.GeneratedFile)
@@ -153,6 +121,63 @@ func Generate(opts Options) (map[string][]byte, error) {
 		out[name] = []byte(rf.GetContent())
 	}
 	return out, nil
+}
+
+// Compile compiles opts.Files into the request a protoc plugin receives
+// (opts.Parameter is its parameter), for generators other than Generate's
+// to run on: the proto sources are found as Generate finds them.
+func Compile(opts Options) (*pluginpb.CodeGeneratorRequest, error) {
+	req, _, err := compile(opts)
+	return req, err
+}
+
+// compile is Compile, also returning the resolver that found the sources.
+func compile(opts Options) (*pluginpb.CodeGeneratorRequest, *sourceResolver, error) {
+	if len(opts.Files) == 0 {
+		return nil, nil, fmt.Errorf("%w: no proto files given", ErrOptions)
+	}
+	roots, err := parseImportPaths(opts.ImportPaths)
+	if err != nil {
+		return nil, nil, err
+	}
+	files := make([]string, len(opts.Files))
+	for i, name := range opts.Files {
+		if files[i], err = cleanProtoPath(name); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	src := &sourceResolver{roots: roots, open: opts.Open, found: make(map[string]string)}
+	compiler := protocompile.Compiler{
+		Resolver: protocompile.WithStandardImports(src),
+		// Comments of services and methods carry over to generated code.
+		SourceInfoMode: protocompile.SourceInfoStandard,
+	}
+	compiled, err := compiler.Compile(context.Background(), files...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	return &pluginpb.CodeGeneratorRequest{
+		FileToGenerate: files,
+		Parameter:      &opts.Parameter,
+		// CompilerVersion stays unset on purpose: the header then names no
+		// compiler version that could differ between machines.
+		ProtoFile: topologicalProtos(compiled),
+	}, src, nil
+}
+
+// NewPlugin returns protoc-gen-go's plugin for req, ready for
+// gengo.GenerateFile and the generators that add to its output.
+func NewPlugin(req *pluginpb.CodeGeneratorRequest) (*protogen.Plugin, error) {
+	gen, err := protogen.Options{}.New(req)
+	if err != nil {
+		// Typically a file without a go_package option.
+		return nil, fmt.Errorf("grainc: %w", err)
+	}
+	gen.SupportedFeatures = gengo.SupportedFeatures
+	gen.SupportedEditionsMinimum = gengo.SupportedEditionsMinimum
+	gen.SupportedEditionsMaximum = gengo.SupportedEditionsMaximum
+	return gen, nil
 }
 
 // besideSource returns where a source-relative output belongs: in the
