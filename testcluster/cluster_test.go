@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/examples/counter"
 	"github.com/granary-go/granary/placement"
@@ -29,10 +30,7 @@ func TestAHintPlacesTheGrainOnAnotherSilo(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, i, r.Value)
 	}
-	where, found, err := c.Locate(ctx, ref.GrainID())
-	require.NoError(t, err)
-	require.True(t, found)
-	assert.Equal(t, testcluster.Name(1), where)
+	assertLivesOn(t, c, ref.GrainID(), 1)
 	assert.Equal(t, 1, c.Activations(ref.GrainID()))
 }
 
@@ -113,4 +111,14 @@ func TestPlacementStrategiesPlaceWhereTheyShould(t *testing.T) {
 			assert.InDelta(t, grains/3, n, grains/3*0.15, "silo %d hosts %d of %d", i, n, grains)
 		}
 	})
+}
+
+// assertLivesOn checks that the grain's activation is on silo i, as the
+// directory says.
+func assertLivesOn(t *testing.T, c *testcluster.Cluster, id actor.GrainID, i int, msgAndArgs ...any) {
+	t.Helper()
+	where, found, err := c.Locate(context.Background(), id)
+	require.NoError(t, err)
+	require.True(t, found, msgAndArgs...)
+	assert.Equal(t, testcluster.Name(i), where, msgAndArgs...)
 }

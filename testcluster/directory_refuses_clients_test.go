@@ -55,10 +55,7 @@ func TestClientsCannotReachTheGrainDirectory(t *testing.T) {
 		assert.ErrorIs(t, attempt(), actor.ErrUnknownGrainType, "%s from a client", name)
 	}
 
-	where, found, err := c.Locate(ctx, id)
-	require.NoError(t, err)
-	require.True(t, found)
-	assert.Equal(t, testcluster.Name(1), where, "the grain stayed on its silo")
+	assertLivesOn(t, c, id, 1, "the grain stayed on its silo")
 	assert.Equal(t, 1, c.Activations(id))
 	r, err := victim.Add(ctx, &counter.AddRequest{Delta: 1})
 	require.NoError(t, err)

@@ -36,10 +36,7 @@ func TestSilosLinkOverMutualTLS(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, i, r.Value)
 	}
-	where, found, err := c.Locate(ctx, ref.GrainID())
-	require.NoError(t, err)
-	require.True(t, found)
-	assert.Equal(t, testcluster.Name(1), where, "the grain lives on the silo that is no gateway")
+	assertLivesOn(t, c, ref.GrainID(), 1, "the grain lives on the silo that is no gateway")
 	assert.NotZero(t, c.Silo(0).Stats().Links.Transport.FramesWritten, "silo 0 relayed the calls over the link")
 
 	accepted := uint64(0)
@@ -72,10 +69,7 @@ func TestMutualTLSBetweenSilosWithServerOnlyTLSForClients(t *testing.T) {
 	r, err := ref.Add(ctx, &counter.AddRequest{Delta: 1}, c.PlaceOn(1))
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, r.Value)
-	where, found, err := c.Locate(ctx, ref.GrainID())
-	require.NoError(t, err)
-	require.True(t, found)
-	assert.Equal(t, testcluster.Name(1), where)
+	assertLivesOn(t, c, ref.GrainID(), 1)
 
 	before := c.Silo(1).Stats().LinkListener.HandshakeTLS
 	require.Error(t, dialLinkListener(t, c, 1, "no-cert", ca.ClientConfig()), "a silo without a certificate is refused by the link listener")
