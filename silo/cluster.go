@@ -124,7 +124,10 @@ func (s *Silo) joinCluster(ctx context.Context, h *host.Host, interner *wire.Int
 	s.members = members
 	view, sub := members.Subscribe()
 	s.applyView(view)
-	s.goBackground(func(ctx context.Context) { s.watchMembership(ctx, sub) })
+	if !s.goBackground(func(ctx context.Context) { s.watchMembership(ctx, sub) }) {
+		sub.Close()
+		return fmt.Errorf("silo: join: %w", ErrStopping)
+	}
 	if err := members.SetStatus(cluster.StatusActive); err != nil {
 		return fmt.Errorf("silo: join: %w", err)
 	}

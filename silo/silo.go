@@ -249,6 +249,7 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 			_ = gateway.Close()
 		}
 		s.unjoin()
+		s.reopenBackground()
 		s.host.Store(nil)
 		_ = h.Stop(ctx)
 		_ = s.flusher.Stop(ctx)
