@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/gossipcut"
 )
 
 // Errors returned by Membership.
@@ -121,8 +122,22 @@ func (m *Membership) Start(ctx context.Context) error {
 	default:
 	}
 	m.storeMeta(m.pub.wanted())
-	ml, err := memberlist.Create(m.memberlistConfig())
+	config := m.memberlistConfig()
+	if cut := gossipcut.FromContext(ctx); cut != nil {
+		// A test's partition seam: it rides in the context so that no
+		// exported option carries it.
+		t, err := cut.Transport(config.BindAddr, config.BindPort, config.Logger)
+		if err != nil {
+			m.shutdown(ctx, false)
+			return fmt.Errorf("cluster: starting memberlist on %s: %w", m.opts.BindAddress, err)
+		}
+		config.Transport = t
+	}
+	ml, err := memberlist.Create(config)
 	if err != nil {
+		if config.Transport != nil {
+			_ = config.Transport.Shutdown() // safe twice, should memberlist have shut it down
+		}
 		m.shutdown(ctx, false)
 		return fmt.Errorf("cluster: starting memberlist on %s: %w", m.opts.BindAddress, err)
 	}
