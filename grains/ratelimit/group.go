@@ -64,6 +64,17 @@ func (g *Group) Len() int {
 // Release fails at once with ErrGroupAcquired, also while the first is
 // still running.
 func (g *Group) Acquire(ctx context.Context) (*Lease, error) {
+	return g.take(ctx, func(ctx context.Context, l Limiter) (*Lease, error) { return l.AcquireAndConfigure(ctx, 1) })
+}
+
+// TryAcquire is Acquire with each limiter's TryAcquire: no member waits in
+// its queue, so the group's answer comes without any wait for permits.
+func (g *Group) TryAcquire(ctx context.Context) (*Lease, error) {
+	return g.take(ctx, func(ctx context.Context, l Limiter) (*Lease, error) { return l.TryAcquire(ctx, 1) })
+}
+
+// take takes one permit from every limiter with acquire, all or nothing.
+func (g *Group) take(ctx context.Context, acquire func(context.Context, Limiter) (*Lease, error)) (*Lease, error) {
 	g.mu.Lock()
 	if g.mu.acquiring || g.mu.acquired {
 		g.mu.Unlock()
@@ -79,7 +90,7 @@ func (g *Group) Acquire(ctx context.Context) (*Lease, error) {
 	var err error
 	for _, l := range limiters {
 		var lease *Lease
-		lease, err = l.AcquireAndConfigure(ctx, 1)
+		lease, err = acquire(ctx, l)
 		if err != nil {
 			break
 		}

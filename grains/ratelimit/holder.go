@@ -34,6 +34,9 @@ type Limiter interface {
 	Acquire(ctx context.Context, permits int64) (*Lease, error)
 	// AcquireAndConfigure takes permits under the holder's bound options.
 	AcquireAndConfigure(ctx context.Context, permits int64) (*Lease, error)
+	// TryAcquire takes permits only if they are free now; see
+	// Holder.TryAcquire.
+	TryAcquire(ctx context.Context, permits int64) (*Lease, error)
 	// Statistics returns the grain's counters.
 	Statistics(ctx context.Context) (Statistics, error)
 	// Reset gives the limiter its full quota back, keeping its options.
@@ -46,7 +49,8 @@ type Limiter interface {
 
 // methodSet holds the methods of one limiter grain type.
 type methodSet struct {
-	acquire, acquireWith, release, statistics    *proxy.MethodDesc
+	acquire, acquireWith, tryAcquire, release    *proxy.MethodDesc
+	statistics                                   *proxy.MethodDesc
 	configure, configuration, reset, deleteState *proxy.MethodDesc
 	tryReplenish                                 *proxy.MethodDesc // nil for the concurrency limiter
 }
@@ -62,7 +66,7 @@ func methodsOf(svc *proxy.ServiceDesc) methodSet {
 		return nil
 	}
 	return methodSet{
-		acquire: named("Acquire"), acquireWith: named("AcquireAndCheckConfiguration"), release: named("Release"),
+		acquire: named("Acquire"), acquireWith: named("AcquireAndCheckConfiguration"), tryAcquire: named("TryAcquire"), release: named("Release"),
 		statistics: named("Statistics"), configure: named("Configure"), configuration: named("Configuration"),
 		reset: named("Reset"), deleteState: named("DeleteState"), tryReplenish: named("TryReplenish"),
 	}
@@ -78,12 +82,20 @@ type kind[O Options] struct {
 	// request is AcquireAndCheckConfiguration's request for permits under
 	// options encoded by toWire.
 	request func(permits int64, options proto.Message) proto.Message
+	// tryOne is the request for one permit under the grain's current
+	// options, shared by every TryAcquire of an unbound holder.
+	tryOne proto.Message
+	// plain is the request for permits under the grain's current options.
+	plain func(permits int64) proto.Message
 }
 
 // newKind describes the algorithm served by svc, whose options O travel as
 // P and whose AcquireAndCheckConfiguration takes R.
 func newKind[O Options, P, R proto.Message](svc *proxy.ServiceDesc, toWire func(O) P, fromWire func(P) (O, bool), request func(int64, P) R) *kind[O] {
+	var none P // no options: the grain's current ones
 	return &kind[O]{
+		tryOne:    request(1, none),
+		plain:     func(n int64) proto.Message { return request(n, none) },
 		grainType: svc.Name,
 		methods:   methodsOf(svc),
 		toWire:    func(o O) proto.Message { return toWire(o) },
@@ -271,6 +283,40 @@ func (h *Holder[O]) AcquireAndConfigure(ctx context.Context, permits int64) (*Le
 		in = h.kind.request(permits, h.boundP)
 	}
 	return h.acquire(ctx, h.kind.methods.acquireWith, in)
+}
+
+// TryAcquire takes permits only if the limiter grants them now, as .NET's
+// AttemptAcquire does: it never waits in the limiter's queue, whatever the
+// queue's room, so the answer comes in the grain's turn and the call arms
+// no timer there. A rejection is a lease whose Acquired reports false,
+// with the metadata of an attempt: RETRY_AFTER for the time-based
+// limiters, no reason phrase for the concurrency limiter. A zero-permit
+// attempt takes nothing and succeeds when any permit is free. Under
+// OldestFirst an attempt fails while anything is queued, even with
+// permits free; under NewestFirst it is served as the newest request.
+//
+// With bound options, the grain installs them first when they differ and
+// nothing waits; when they differ while acquisitions wait, the attempt is
+// rejected at once rather than wait for the change. An acquired
+// concurrency lease needs Release as any other.
+func (h *Holder[O]) TryAcquire(ctx context.Context, permits int64) (*Lease, error) {
+	if err := precheck(ctx, permits); err != nil {
+		return nil, err
+	}
+	var in proto.Message
+	switch {
+	case h.hasBound && h.boundErr != nil:
+		return nil, h.boundErr
+	case h.hasBound && permits == 1:
+		in = h.boundOne
+	case h.hasBound:
+		in = h.kind.request(permits, h.boundP)
+	case permits == 1:
+		in = h.kind.tryOne
+	default:
+		in = h.kind.plain(permits)
+	}
+	return h.acquire(ctx, h.kind.methods.tryAcquire, in)
 }
 
 // AcquireAndCheckConfiguration takes permits under options o, or under the

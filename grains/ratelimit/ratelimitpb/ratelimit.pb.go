@@ -1638,20 +1638,24 @@ const file_ratelimit_proto_rawDesc = "" +
 	"\n" +
 	"QueueOrder\x12\x1c\n" +
 	"\x18QUEUE_ORDER_OLDEST_FIRST\x10\x00\x12\x1c\n" +
-	"\x18QUEUE_ORDER_NEWEST_FIRST\x10\x012\xf5\x05\n" +
+	"\x18QUEUE_ORDER_NEWEST_FIRST\x10\x012\xd3\x06\n" +
 	"\x12ConcurrencyLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12t\n" +
-	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.ConcurrencyAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12M\n" +
+	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.ConcurrencyAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12\\\n" +
+	"\n" +
+	"TryAcquire\x12,.granary.ratelimit.ConcurrencyAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\x12M\n" +
 	"\aRelease\x12!.granary.ratelimit.ReleaseRequest\x1a\x1f.granary.ratelimit.ReleaseReply\x12V\n" +
 	"\n" +
 	"Statistics\x12$.granary.ratelimit.StatisticsRequest\x1a\".granary.ratelimit.StatisticsReply\x12[\n" +
 	"\tConfigure\x12%.granary.ratelimit.ConcurrencyOptions\x1a!.granary.ratelimit.ConfigureReply\"\x04\x88\x80\x19\x01\x12_\n" +
 	"\rConfiguration\x12'.granary.ratelimit.ConfigurationRequest\x1a%.granary.ratelimit.ConcurrencyOptions\x12M\n" +
 	"\x05Reset\x12\x1f.granary.ratelimit.ResetRequest\x1a\x1d.granary.ratelimit.ResetReply\"\x04\x88\x80\x19\x01\x12_\n" +
-	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x012\xd3\x06\n" +
+	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x012\xb1\a\n" +
 	"\x12FixedWindowLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12t\n" +
-	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.FixedWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12M\n" +
+	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.FixedWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12\\\n" +
+	"\n" +
+	"TryAcquire\x12,.granary.ratelimit.FixedWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\x12M\n" +
 	"\aRelease\x12!.granary.ratelimit.ReleaseRequest\x1a\x1f.granary.ratelimit.ReleaseReply\x12V\n" +
 	"\n" +
 	"Statistics\x12$.granary.ratelimit.StatisticsRequest\x1a\".granary.ratelimit.StatisticsReply\x12[\n" +
@@ -1659,10 +1663,12 @@ const file_ratelimit_proto_rawDesc = "" +
 	"\rConfiguration\x12'.granary.ratelimit.ConfigurationRequest\x1a%.granary.ratelimit.FixedWindowOptions\x12M\n" +
 	"\x05Reset\x12\x1f.granary.ratelimit.ResetRequest\x1a\x1d.granary.ratelimit.ResetReply\"\x04\x88\x80\x19\x01\x12_\n" +
 	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x01\x12\\\n" +
-	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply2\xdb\x06\n" +
+	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply2\xbb\a\n" +
 	"\x14SlidingWindowLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12v\n" +
-	"\x1cAcquireAndCheckConfiguration\x12..granary.ratelimit.SlidingWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12M\n" +
+	"\x1cAcquireAndCheckConfiguration\x12..granary.ratelimit.SlidingWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12^\n" +
+	"\n" +
+	"TryAcquire\x12..granary.ratelimit.SlidingWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\x12M\n" +
 	"\aRelease\x12!.granary.ratelimit.ReleaseRequest\x1a\x1f.granary.ratelimit.ReleaseReply\x12V\n" +
 	"\n" +
 	"Statistics\x12$.granary.ratelimit.StatisticsRequest\x1a\".granary.ratelimit.StatisticsReply\x12]\n" +
@@ -1670,10 +1676,12 @@ const file_ratelimit_proto_rawDesc = "" +
 	"\rConfiguration\x12'.granary.ratelimit.ConfigurationRequest\x1a'.granary.ratelimit.SlidingWindowOptions\x12M\n" +
 	"\x05Reset\x12\x1f.granary.ratelimit.ResetRequest\x1a\x1d.granary.ratelimit.ResetReply\"\x04\x88\x80\x19\x01\x12_\n" +
 	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x01\x12\\\n" +
-	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply2\xd3\x06\n" +
+	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply2\xb1\a\n" +
 	"\x12TokenBucketLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12t\n" +
-	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.TokenBucketAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12M\n" +
+	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.TokenBucketAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12\\\n" +
+	"\n" +
+	"TryAcquire\x12,.granary.ratelimit.TokenBucketAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\x12M\n" +
 	"\aRelease\x12!.granary.ratelimit.ReleaseRequest\x1a\x1f.granary.ratelimit.ReleaseReply\x12V\n" +
 	"\n" +
 	"Statistics\x12$.granary.ratelimit.StatisticsRequest\x1a\".granary.ratelimit.StatisticsReply\x12[\n" +
@@ -1740,76 +1748,84 @@ var file_ratelimit_proto_depIdxs = []int32{
 	25, // 10: granary.ratelimit.LimiterState.leases:type_name -> granary.ratelimit.LeaseRecord
 	8,  // 11: granary.ratelimit.ConcurrencyLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
 	9,  // 12: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.ConcurrencyAcquireRequest
-	13, // 13: granary.ratelimit.ConcurrencyLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	15, // 14: granary.ratelimit.ConcurrencyLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	1,  // 15: granary.ratelimit.ConcurrencyLimiter.Configure:input_type -> granary.ratelimit.ConcurrencyOptions
-	18, // 16: granary.ratelimit.ConcurrencyLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	19, // 17: granary.ratelimit.ConcurrencyLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	21, // 18: granary.ratelimit.ConcurrencyLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	8,  // 19: granary.ratelimit.FixedWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	10, // 20: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.FixedWindowAcquireRequest
-	13, // 21: granary.ratelimit.FixedWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	15, // 22: granary.ratelimit.FixedWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	2,  // 23: granary.ratelimit.FixedWindowLimiter.Configure:input_type -> granary.ratelimit.FixedWindowOptions
-	18, // 24: granary.ratelimit.FixedWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	19, // 25: granary.ratelimit.FixedWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	21, // 26: granary.ratelimit.FixedWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	23, // 27: granary.ratelimit.FixedWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	8,  // 28: granary.ratelimit.SlidingWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	11, // 29: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
-	13, // 30: granary.ratelimit.SlidingWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	15, // 31: granary.ratelimit.SlidingWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	3,  // 32: granary.ratelimit.SlidingWindowLimiter.Configure:input_type -> granary.ratelimit.SlidingWindowOptions
-	18, // 33: granary.ratelimit.SlidingWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	19, // 34: granary.ratelimit.SlidingWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	21, // 35: granary.ratelimit.SlidingWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	23, // 36: granary.ratelimit.SlidingWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	8,  // 37: granary.ratelimit.TokenBucketLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	12, // 38: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.TokenBucketAcquireRequest
-	13, // 39: granary.ratelimit.TokenBucketLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	15, // 40: granary.ratelimit.TokenBucketLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	4,  // 41: granary.ratelimit.TokenBucketLimiter.Configure:input_type -> granary.ratelimit.TokenBucketOptions
-	18, // 42: granary.ratelimit.TokenBucketLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	19, // 43: granary.ratelimit.TokenBucketLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	21, // 44: granary.ratelimit.TokenBucketLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	23, // 45: granary.ratelimit.TokenBucketLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	7,  // 46: granary.ratelimit.ConcurrencyLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 47: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	14, // 48: granary.ratelimit.ConcurrencyLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	16, // 49: granary.ratelimit.ConcurrencyLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	17, // 50: granary.ratelimit.ConcurrencyLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	1,  // 51: granary.ratelimit.ConcurrencyLimiter.Configuration:output_type -> granary.ratelimit.ConcurrencyOptions
-	20, // 52: granary.ratelimit.ConcurrencyLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	22, // 53: granary.ratelimit.ConcurrencyLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	7,  // 54: granary.ratelimit.FixedWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 55: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	14, // 56: granary.ratelimit.FixedWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	16, // 57: granary.ratelimit.FixedWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	17, // 58: granary.ratelimit.FixedWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	2,  // 59: granary.ratelimit.FixedWindowLimiter.Configuration:output_type -> granary.ratelimit.FixedWindowOptions
-	20, // 60: granary.ratelimit.FixedWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	22, // 61: granary.ratelimit.FixedWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	24, // 62: granary.ratelimit.FixedWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	7,  // 63: granary.ratelimit.SlidingWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 64: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	14, // 65: granary.ratelimit.SlidingWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	16, // 66: granary.ratelimit.SlidingWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	17, // 67: granary.ratelimit.SlidingWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	3,  // 68: granary.ratelimit.SlidingWindowLimiter.Configuration:output_type -> granary.ratelimit.SlidingWindowOptions
-	20, // 69: granary.ratelimit.SlidingWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	22, // 70: granary.ratelimit.SlidingWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	24, // 71: granary.ratelimit.SlidingWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	7,  // 72: granary.ratelimit.TokenBucketLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 73: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	14, // 74: granary.ratelimit.TokenBucketLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	16, // 75: granary.ratelimit.TokenBucketLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	17, // 76: granary.ratelimit.TokenBucketLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	4,  // 77: granary.ratelimit.TokenBucketLimiter.Configuration:output_type -> granary.ratelimit.TokenBucketOptions
-	20, // 78: granary.ratelimit.TokenBucketLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	22, // 79: granary.ratelimit.TokenBucketLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	24, // 80: granary.ratelimit.TokenBucketLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	46, // [46:81] is the sub-list for method output_type
-	11, // [11:46] is the sub-list for method input_type
+	9,  // 13: granary.ratelimit.ConcurrencyLimiter.TryAcquire:input_type -> granary.ratelimit.ConcurrencyAcquireRequest
+	13, // 14: granary.ratelimit.ConcurrencyLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	15, // 15: granary.ratelimit.ConcurrencyLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	1,  // 16: granary.ratelimit.ConcurrencyLimiter.Configure:input_type -> granary.ratelimit.ConcurrencyOptions
+	18, // 17: granary.ratelimit.ConcurrencyLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	19, // 18: granary.ratelimit.ConcurrencyLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	21, // 19: granary.ratelimit.ConcurrencyLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	8,  // 20: granary.ratelimit.FixedWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	10, // 21: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.FixedWindowAcquireRequest
+	10, // 22: granary.ratelimit.FixedWindowLimiter.TryAcquire:input_type -> granary.ratelimit.FixedWindowAcquireRequest
+	13, // 23: granary.ratelimit.FixedWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	15, // 24: granary.ratelimit.FixedWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	2,  // 25: granary.ratelimit.FixedWindowLimiter.Configure:input_type -> granary.ratelimit.FixedWindowOptions
+	18, // 26: granary.ratelimit.FixedWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	19, // 27: granary.ratelimit.FixedWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	21, // 28: granary.ratelimit.FixedWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	23, // 29: granary.ratelimit.FixedWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	8,  // 30: granary.ratelimit.SlidingWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	11, // 31: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
+	11, // 32: granary.ratelimit.SlidingWindowLimiter.TryAcquire:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
+	13, // 33: granary.ratelimit.SlidingWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	15, // 34: granary.ratelimit.SlidingWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	3,  // 35: granary.ratelimit.SlidingWindowLimiter.Configure:input_type -> granary.ratelimit.SlidingWindowOptions
+	18, // 36: granary.ratelimit.SlidingWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	19, // 37: granary.ratelimit.SlidingWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	21, // 38: granary.ratelimit.SlidingWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	23, // 39: granary.ratelimit.SlidingWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	8,  // 40: granary.ratelimit.TokenBucketLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	12, // 41: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.TokenBucketAcquireRequest
+	12, // 42: granary.ratelimit.TokenBucketLimiter.TryAcquire:input_type -> granary.ratelimit.TokenBucketAcquireRequest
+	13, // 43: granary.ratelimit.TokenBucketLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	15, // 44: granary.ratelimit.TokenBucketLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	4,  // 45: granary.ratelimit.TokenBucketLimiter.Configure:input_type -> granary.ratelimit.TokenBucketOptions
+	18, // 46: granary.ratelimit.TokenBucketLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	19, // 47: granary.ratelimit.TokenBucketLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	21, // 48: granary.ratelimit.TokenBucketLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	23, // 49: granary.ratelimit.TokenBucketLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	7,  // 50: granary.ratelimit.ConcurrencyLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 51: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 52: granary.ratelimit.ConcurrencyLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	14, // 53: granary.ratelimit.ConcurrencyLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	16, // 54: granary.ratelimit.ConcurrencyLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	17, // 55: granary.ratelimit.ConcurrencyLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	1,  // 56: granary.ratelimit.ConcurrencyLimiter.Configuration:output_type -> granary.ratelimit.ConcurrencyOptions
+	20, // 57: granary.ratelimit.ConcurrencyLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	22, // 58: granary.ratelimit.ConcurrencyLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	7,  // 59: granary.ratelimit.FixedWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 60: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 61: granary.ratelimit.FixedWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	14, // 62: granary.ratelimit.FixedWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	16, // 63: granary.ratelimit.FixedWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	17, // 64: granary.ratelimit.FixedWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	2,  // 65: granary.ratelimit.FixedWindowLimiter.Configuration:output_type -> granary.ratelimit.FixedWindowOptions
+	20, // 66: granary.ratelimit.FixedWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	22, // 67: granary.ratelimit.FixedWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	24, // 68: granary.ratelimit.FixedWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	7,  // 69: granary.ratelimit.SlidingWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 70: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 71: granary.ratelimit.SlidingWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	14, // 72: granary.ratelimit.SlidingWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	16, // 73: granary.ratelimit.SlidingWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	17, // 74: granary.ratelimit.SlidingWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	3,  // 75: granary.ratelimit.SlidingWindowLimiter.Configuration:output_type -> granary.ratelimit.SlidingWindowOptions
+	20, // 76: granary.ratelimit.SlidingWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	22, // 77: granary.ratelimit.SlidingWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	24, // 78: granary.ratelimit.SlidingWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	7,  // 79: granary.ratelimit.TokenBucketLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 80: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 81: granary.ratelimit.TokenBucketLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	14, // 82: granary.ratelimit.TokenBucketLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	16, // 83: granary.ratelimit.TokenBucketLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	17, // 84: granary.ratelimit.TokenBucketLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	4,  // 85: granary.ratelimit.TokenBucketLimiter.Configuration:output_type -> granary.ratelimit.TokenBucketOptions
+	20, // 86: granary.ratelimit.TokenBucketLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	22, // 87: granary.ratelimit.TokenBucketLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	24, // 88: granary.ratelimit.TokenBucketLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	50, // [50:89] is the sub-list for method output_type
+	11, // [11:50] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name

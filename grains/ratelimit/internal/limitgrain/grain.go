@@ -189,6 +189,40 @@ func (g *grain[O, P, R]) AcquireAndCheckConfiguration(_ context.Context, in R) (
 	return nil, nil
 }
 
+// TryAcquire takes permits only if the limiter grants them now (the
+// core's AttemptAcquire): it never queues, defers its reply or arms a
+// timer. Options that differ are installed first when nothing waits;
+// while acquisitions wait, a change could only come after them, so the
+// attempt is rejected at once instead.
+//
+// An attempt does not wait behind a configuration change held for the
+// queue either: it runs against the limiter as it is, where an
+// OldestFirst queue (which such a change implies) refuses it anyway and
+// a NewestFirst one lets it through as the newest request, as .NET's
+// AttemptAcquire does.
+func (g *grain[O, P, R]) TryAcquire(_ context.Context, in R) (*pb.LeaseMetadata, error) {
+	now := g.act.Now()
+	permits := in.GetPermits()
+	if o, ok := g.alg.fromWire(in.GetOptions()); ok && o != g.options {
+		trial, err := g.trial(o, permits, now)
+		if err != nil {
+			return nil, err
+		}
+		if !g.idle() {
+			g.counters.rejected.Add(1)
+			return &pb.LeaseMetadata{ReleaseOptional: true}, nil
+		}
+		g.reconfigure(o, trial, now)
+	}
+	lease, err := g.core.AttemptAcquire(now, permits)
+	if err != nil {
+		return nil, argumentError(err)
+	}
+	g.act.MarkDirty()
+	g.rearm(now)
+	return g.leaseReply(lease), nil
+}
+
 // acquireNow runs an acquisition inside the method's turn.
 func (g *grain[O, P, R]) acquireNow(permits int64) (*pb.LeaseMetadata, error) {
 	now := g.act.Now()
