@@ -61,9 +61,9 @@ type linkCaller struct{ *rpc.Endpoint }
 // directoryHost is what the directory asks of the activation host.
 type directoryHost struct{ s *Silo }
 
-func (h directoryHost) Active() []actor.GrainID {
+func (h directoryHost) Registered() []actor.GrainID {
 	if host := h.s.host.Load(); host != nil {
-		return host.Active()
+		return host.Registered()
 	}
 	return nil
 }

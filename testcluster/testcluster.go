@@ -64,8 +64,7 @@ type Options struct {
 	Store persistence.Store
 	// Logger receives the silos' logs. Default: discarded.
 	Logger *slog.Logger
-	// Timings tune gossip and failure detection. Default
-	// cluster.FastTimings.
+	// Timings tune gossip and failure detection. Default: DefaultTimings.
 	Timings cluster.Timings
 	// Timeout bounds starting, joining and stopping. Default 30 s.
 	Timeout time.Duration
@@ -115,7 +114,7 @@ func New(t TB, opts Options) *Cluster {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if opts.Timings == (cluster.Timings{}) {
-		opts.Timings = cluster.FastTimings()
+		opts.Timings = DefaultTimings()
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
@@ -128,6 +127,26 @@ func New(t TB, opts Options) *Cluster {
 	}
 	c.WaitForMembership()
 	return c
+}
+
+// DefaultTimings is the test cluster's failure detection:
+// cluster.FastTimings for gossip and joins, with probes, suspicions and
+// stream timeouts long enough to outlast the scheduling stalls of a loaded
+// machine. FastTimings declares a silo dead after 0.2-0.6 s without an
+// ack; under the race detector on two busy cores a live silo stalls that
+// long, is declared dead by mistake, and comes back: the views flap, and
+// the duplicates a false death makes (docs/cluster.md) appear in tests
+// that check what holds without one. Here a silo must miss acks for 1-4 s
+// (the suspicion's bounds) before it is dead, and a killed silo is
+// declared dead within about 5 s.
+func DefaultTimings() cluster.Timings {
+	t := cluster.FastTimings()
+	t.ProbeInterval = 200 * time.Millisecond
+	t.ProbeTimeout = 100 * time.Millisecond
+	t.SuspicionMult = 5
+	t.SuspicionMaxTimeoutMult = 4
+	t.TCPTimeout = 2 * time.Second
+	return t
 }
 
 // Name returns the name of silo i: "silo-<i>".
