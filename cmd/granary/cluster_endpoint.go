@@ -15,7 +15,8 @@ import (
 type clusterView interface{ ClusterView() silo.ClusterView }
 
 // clusterAnswer is /cluster's JSON (docs/operations.md shows it). Fields
-// about this silo itself, beside self, belong at this level.
+// about this silo itself (its readiness, a fence) belong beside Self, and
+// readers ignore fields they do not know.
 type clusterAnswer struct {
 	// Self is this silo's name.
 	Self string `json:"self"`

@@ -207,11 +207,14 @@ func memoryStoreWarnings(logs string) int {
 	return n
 }
 
+// inCluster are the flags of a silo that starts a cluster of its own on
+// loopback.
+var inCluster = []string{"-silo-address", "127.0.0.1:0", "-gossip", "127.0.0.1:0", "-timings", "fast"}
+
 // A silo of a cluster on the memory store warns once, at start, that
-// state and limits reset when a silo dies or a grain moves; a silo alone,
-// or one on Redis, does not.
+// state and limits reset when a silo dies or a grain moves; a silo alone
+// does not.
 func TestTheMemoryStoreInAClusterWarnsOnce(t *testing.T) {
-	inCluster := []string{"-silo-address", "127.0.0.1:0", "-gossip", "127.0.0.1:0", "-timings", "fast"}
 	logs := runUntilServing(t, inCluster...)
 	require.Equal(t, 1, memoryStoreWarnings(logs), logs)
 	assert.Contains(t, logs, "reset when a silo dies or a grain moves")
@@ -219,10 +222,14 @@ func TestTheMemoryStoreInAClusterWarnsOnce(t *testing.T) {
 
 	logs = runUntilServing(t)
 	assert.Zero(t, memoryStoreWarnings(logs), "a silo alone loses nothing to a move:\n%s", logs)
+}
 
+// A silo of a cluster on Redis does not warn about the memory store.
+func TestASiloOfAClusterOnRedisDoesNotWarn(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	logs = runUntilServing(t, append(inCluster, "-store", srv.URL(3))...)
+	logs := runUntilServing(t, append(inCluster, "-store", srv.URL(3))...)
 	assert.Zero(t, memoryStoreWarnings(logs), "Redis keeps the state:\n%s", logs)
+	assert.Contains(t, logs, "level=INFO", "the log was read")
 }
 
 // Two silo processes of the built binary with -expect-silos 2: the first

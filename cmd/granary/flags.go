@@ -153,7 +153,7 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&f.timings, "timings", "GRANARY_TIMINGS", "lan", "failure detection profile: lan, or fast (one machine, tests)")
 	s.durationVar(&f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
 	s.stringVar(&f.store, "store", storeEnv, "memory", "where grain state lives: memory, or redis://[[user]:password@]host:port/db[?prefix=granary:] (rediss:// for TLS)")
-	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /metrics, /debug/pprof/ (host:port; none: no HTTP port)")
+	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /cluster, /metrics, /debug/pprof/ (host:port; none: no HTTP port)")
 	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", false, "the rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options; named configurations still work")
 	s.durationVar(&f.shutdownDelay, "shutdown-delay", "GRANARY_SHUTDOWN_DELAY", 0, "how long /readyz answers 503 after a stop signal before the HTTP port closes, for load balancers to notice")
 	s.intVar(&f.expectSilos, "expect-silos", "GRANARY_EXPECT_SILOS", 0, "/readyz answers 503 while this silo sees fewer active silos, itself included (0: no minimum)")
