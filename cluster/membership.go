@@ -43,6 +43,9 @@ type Membership struct {
 	pub   *publisher
 	meta  atomic.Pointer[[]byte] // what NodeMeta hands memberlist
 
+	probes *probes // health.go
+	prober *prober
+
 	quit     chan struct{} // closed by Stop and Kill: abandons a join
 	quitOnce sync.Once
 	downOnce sync.Once
@@ -91,6 +94,7 @@ func New(opts Options, optFns ...Option) (*Membership, error) {
 	m.mu.subs = map[*Subscription]struct{}{}
 	initial := localState{Status: StatusJoining}
 	m.pub = newPublisher(d.clock, opts.Timings.MetaUpdateInterval, initial, m.publish)
+	m.probes, m.prober = newProbes(), m.newProber()
 	m.storeMeta(initial)
 	return m, nil
 }
@@ -131,6 +135,7 @@ func (m *Membership) Start(ctx context.Context) error {
 	m.mu.ml, m.mu.gossip, m.mu.publishing = ml, gossip, true
 	m.mu.Unlock()
 	m.pub.start()
+	m.prober.start(ml)
 	m.log.Info("cluster: membership started", "gossip", gossip, "generation", m.opts.Generation, "cluster", m.opts.ClusterID)
 
 	if err := m.join(ctx, ml, gossip); err != nil {
@@ -208,6 +213,7 @@ func (m *Membership) shutdown(ctx context.Context, graceful bool) error {
 		m.mu.Unlock()
 		if publishing {
 			m.pub.stop()
+			m.prober.stop()
 		}
 		if ml != nil {
 			if graceful {
@@ -466,6 +472,10 @@ func (m *Membership) apply(change func(v *view) []Event) {
 
 // handleMessage handles a membership message from another silo.
 func (m *Membership) handleMessage(b []byte) {
+	if isProbe(b) {
+		m.handleProbe(b)
+		return
+	}
 	msg, err := decodeLeave(b)
 	if err != nil {
 		m.log.Warn("cluster: dropping a membership message", "err", err)
