@@ -566,3 +566,14 @@ func createSecretCommand(doc, secret string) string {
 	}
 	return cmd.String()
 }
+
+// docs/kubernetes.md names every variable of the silo's container.
+func TestDocsNameEveryVariableOfTheSilo(t *testing.T) {
+	doc, err := os.ReadFile(kubernetesDoc)
+	require.NoError(t, err)
+	_, ctr := loadCluster(t).silo(t)
+	require.NotEmpty(t, ctr.Env)
+	for _, e := range ctr.Env {
+		assert.True(t, strings.Contains(string(doc), "`"+e.Name+"`"), "%s names the silo's variable %s", kubernetesDoc, e.Name)
+	}
+}
