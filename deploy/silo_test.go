@@ -226,11 +226,16 @@ func fileSettings(s siloSettings) []string {
 // Every setting the silo's manifest gives is a flag of the binary: the
 // resolution fails on any other GRANARY_ variable, argument or key of the
 // config file's silo section, and on a $(VAR) the kubelet could not
-// expand. The files the settings name are in volumes the container
-// mounts.
+// expand; the kubelet adds no variables of its own. The files the
+// settings name are in volumes the container mounts.
 func TestSiloSetsOnlyFlagsOfTheBinary(t *testing.T) {
 	_, w, ctr, s := settingsOfTheSilo(t)
 	require.NotEmpty(t, s.set, "the manifest sets the silo's flags")
+	// Service links would give the pod GRANARY_SERVICE_HOST, GRANARY_PORT
+	// and the like for the Services named granary, variables of the
+	// binary's own prefix that no manifest shows.
+	links := w.template.Spec.EnableServiceLinks
+	assert.True(t, links != nil && !*links, "enableServiceLinks is false for the silos")
 	for _, name := range fileSettings(s) {
 		file := s.value[name]
 		require.True(t, path.IsAbs(file), "-%s %q is an absolute path", name, file)
