@@ -405,6 +405,8 @@ var (
 	FixedWindowLimiter_AcquireAndCheckConfiguration_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "AcquireAndCheckConfiguration", ID: 0x1e824316, Bounded: true}
 	// FixedWindowLimiter_TryAcquire_Method describes FixedWindowLimiter.TryAcquire, an unbounded method.
 	FixedWindowLimiter_TryAcquire_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "TryAcquire", ID: 0x8883f326, Bounded: false}
+	// FixedWindowLimiter_Refund_Method describes FixedWindowLimiter.Refund, an unbounded method.
+	FixedWindowLimiter_Refund_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "Refund", ID: 0x1f19e8af, Bounded: false}
 	// FixedWindowLimiter_Release_Method describes FixedWindowLimiter.Release, an unbounded method.
 	FixedWindowLimiter_Release_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "Release", ID: 0x929361ee, Bounded: false}
 	// FixedWindowLimiter_Statistics_Method describes FixedWindowLimiter.Statistics, an unbounded method.
@@ -468,6 +470,14 @@ func (r FixedWindowLimiterRef) TryAcquire(ctx context.Context, in *FixedWindowAc
 }
 
 // Release is accepted for compatibility; time-based leases return nothing.
+// Refund gives back the permits of a lease acquired as refundable, once
+// and only while the algorithm can put them back where they were
+// charged.
+func (r FixedWindowLimiterRef) Refund(ctx context.Context, in *RefundRequest, opts ...proxy.CallOption) (*RefundReply, error) {
+	return _FixedWindowLimiter_Refund_Call(ctx, r.ref, in, opts)
+}
+
+// Release calls FixedWindowLimiter.Release on the referenced grain.
 func (r FixedWindowLimiterRef) Release(ctx context.Context, in *ReleaseRequest, opts ...proxy.CallOption) (*ReleaseReply, error) {
 	return _FixedWindowLimiter_Release_Call(ctx, r.ref, in, opts)
 }
@@ -537,6 +547,11 @@ type FixedWindowLimiterGrain interface {
 	// rejected rather than wait for the change.
 	TryAcquire(context.Context, *FixedWindowAcquireRequest) (*LeaseMetadata, error)
 	// Release is accepted for compatibility; time-based leases return nothing.
+	// Refund gives back the permits of a lease acquired as refundable, once
+	// and only while the algorithm can put them back where they were
+	// charged.
+	Refund(context.Context, *RefundRequest) (*RefundReply, error)
+	// Release handles FixedWindowLimiter.Release.
 	Release(context.Context, *ReleaseRequest) (*ReleaseReply, error)
 	// Statistics returns the counters.
 	Statistics(context.Context, *StatisticsRequest) (*StatisticsReply, error)
@@ -581,6 +596,11 @@ var FixedWindowLimiterService = &proxy.ServiceDesc{
 			Desc:       FixedWindowLimiter_TryAcquire_Method,
 			NewRequest: func() proto.Message { return new(FixedWindowAcquireRequest) },
 			Invoke:     _FixedWindowLimiter_TryAcquire_Invoke,
+		},
+		{
+			Desc:       FixedWindowLimiter_Refund_Method,
+			NewRequest: func() proto.Message { return new(RefundRequest) },
+			Invoke:     _FixedWindowLimiter_Refund_Invoke,
 		},
 		{
 			Desc:       FixedWindowLimiter_Release_Method,
@@ -648,6 +668,15 @@ func _FixedWindowLimiter_AcquireAndCheckConfiguration_Call(_ctx context.Context,
 func _FixedWindowLimiter_TryAcquire_Call(_ctx context.Context, _ref proxy.Ref, _in *FixedWindowAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
 	_out := new(LeaseMetadata)
 	if _err := _ref.Invoke(_ctx, FixedWindowLimiter_TryAcquire_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _FixedWindowLimiter_Refund_Call is FixedWindowLimiterRef.Refund's body, with names no import can hide.
+func _FixedWindowLimiter_Refund_Call(_ctx context.Context, _ref proxy.Ref, _in *RefundRequest, _opts []proxy.CallOption) (*RefundReply, error) {
+	_out := new(RefundReply)
+	if _err := _ref.Invoke(_ctx, FixedWindowLimiter_Refund_Method, _in, _out, _opts...); _err != nil {
 		return nil, _err
 	}
 	return _out, nil
@@ -743,6 +772,15 @@ func _FixedWindowLimiter_TryAcquire_Invoke(_ctx context.Context, _grain any, _re
 	return _out, _err
 }
 
+func _FixedWindowLimiter_Refund_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(FixedWindowLimiterGrain).Refund(_ctx, _req.(*RefundRequest))
+	if _out == nil {
+		// A nil *RefundReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
 func _FixedWindowLimiter_Release_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
 	_out, _err := _grain.(FixedWindowLimiterGrain).Release(_ctx, _req.(*ReleaseRequest))
 	if _out == nil {
@@ -819,6 +857,8 @@ var (
 	SlidingWindowLimiter_AcquireAndCheckConfiguration_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "AcquireAndCheckConfiguration", ID: 0x47fd5052, Bounded: true}
 	// SlidingWindowLimiter_TryAcquire_Method describes SlidingWindowLimiter.TryAcquire, an unbounded method.
 	SlidingWindowLimiter_TryAcquire_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "TryAcquire", ID: 0x20eb9462, Bounded: false}
+	// SlidingWindowLimiter_Refund_Method describes SlidingWindowLimiter.Refund, an unbounded method.
+	SlidingWindowLimiter_Refund_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "Refund", ID: 0xd6225ceb, Bounded: false}
 	// SlidingWindowLimiter_Release_Method describes SlidingWindowLimiter.Release, an unbounded method.
 	SlidingWindowLimiter_Release_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "Release", ID: 0x0d9042ca, Bounded: false}
 	// SlidingWindowLimiter_Statistics_Method describes SlidingWindowLimiter.Statistics, an unbounded method.
@@ -882,6 +922,14 @@ func (r SlidingWindowLimiterRef) TryAcquire(ctx context.Context, in *SlidingWind
 }
 
 // Release is accepted for compatibility; time-based leases return nothing.
+// Refund gives back the permits of a lease acquired as refundable, once
+// and only while the algorithm can put them back where they were
+// charged.
+func (r SlidingWindowLimiterRef) Refund(ctx context.Context, in *RefundRequest, opts ...proxy.CallOption) (*RefundReply, error) {
+	return _SlidingWindowLimiter_Refund_Call(ctx, r.ref, in, opts)
+}
+
+// Release calls SlidingWindowLimiter.Release on the referenced grain.
 func (r SlidingWindowLimiterRef) Release(ctx context.Context, in *ReleaseRequest, opts ...proxy.CallOption) (*ReleaseReply, error) {
 	return _SlidingWindowLimiter_Release_Call(ctx, r.ref, in, opts)
 }
@@ -951,6 +999,11 @@ type SlidingWindowLimiterGrain interface {
 	// rejected rather than wait for the change.
 	TryAcquire(context.Context, *SlidingWindowAcquireRequest) (*LeaseMetadata, error)
 	// Release is accepted for compatibility; time-based leases return nothing.
+	// Refund gives back the permits of a lease acquired as refundable, once
+	// and only while the algorithm can put them back where they were
+	// charged.
+	Refund(context.Context, *RefundRequest) (*RefundReply, error)
+	// Release handles SlidingWindowLimiter.Release.
 	Release(context.Context, *ReleaseRequest) (*ReleaseReply, error)
 	// Statistics returns the counters.
 	Statistics(context.Context, *StatisticsRequest) (*StatisticsReply, error)
@@ -995,6 +1048,11 @@ var SlidingWindowLimiterService = &proxy.ServiceDesc{
 			Desc:       SlidingWindowLimiter_TryAcquire_Method,
 			NewRequest: func() proto.Message { return new(SlidingWindowAcquireRequest) },
 			Invoke:     _SlidingWindowLimiter_TryAcquire_Invoke,
+		},
+		{
+			Desc:       SlidingWindowLimiter_Refund_Method,
+			NewRequest: func() proto.Message { return new(RefundRequest) },
+			Invoke:     _SlidingWindowLimiter_Refund_Invoke,
 		},
 		{
 			Desc:       SlidingWindowLimiter_Release_Method,
@@ -1062,6 +1120,15 @@ func _SlidingWindowLimiter_AcquireAndCheckConfiguration_Call(_ctx context.Contex
 func _SlidingWindowLimiter_TryAcquire_Call(_ctx context.Context, _ref proxy.Ref, _in *SlidingWindowAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
 	_out := new(LeaseMetadata)
 	if _err := _ref.Invoke(_ctx, SlidingWindowLimiter_TryAcquire_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _SlidingWindowLimiter_Refund_Call is SlidingWindowLimiterRef.Refund's body, with names no import can hide.
+func _SlidingWindowLimiter_Refund_Call(_ctx context.Context, _ref proxy.Ref, _in *RefundRequest, _opts []proxy.CallOption) (*RefundReply, error) {
+	_out := new(RefundReply)
+	if _err := _ref.Invoke(_ctx, SlidingWindowLimiter_Refund_Method, _in, _out, _opts...); _err != nil {
 		return nil, _err
 	}
 	return _out, nil
@@ -1157,6 +1224,15 @@ func _SlidingWindowLimiter_TryAcquire_Invoke(_ctx context.Context, _grain any, _
 	return _out, _err
 }
 
+func _SlidingWindowLimiter_Refund_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(SlidingWindowLimiterGrain).Refund(_ctx, _req.(*RefundRequest))
+	if _out == nil {
+		// A nil *RefundReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
 func _SlidingWindowLimiter_Release_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
 	_out, _err := _grain.(SlidingWindowLimiterGrain).Release(_ctx, _req.(*ReleaseRequest))
 	if _out == nil {
@@ -1233,6 +1309,8 @@ var (
 	TokenBucketLimiter_AcquireAndCheckConfiguration_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "AcquireAndCheckConfiguration", ID: 0x00ab38db, Bounded: true}
 	// TokenBucketLimiter_TryAcquire_Method describes TokenBucketLimiter.TryAcquire, an unbounded method.
 	TokenBucketLimiter_TryAcquire_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "TryAcquire", ID: 0xa7569503, Bounded: false}
+	// TokenBucketLimiter_Refund_Method describes TokenBucketLimiter.Refund, an unbounded method.
+	TokenBucketLimiter_Refund_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "Refund", ID: 0x5fe01506, Bounded: false}
 	// TokenBucketLimiter_Release_Method describes TokenBucketLimiter.Release, an unbounded method.
 	TokenBucketLimiter_Release_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "Release", ID: 0x125fe5c1, Bounded: false}
 	// TokenBucketLimiter_Statistics_Method describes TokenBucketLimiter.Statistics, an unbounded method.
@@ -1296,6 +1374,14 @@ func (r TokenBucketLimiterRef) TryAcquire(ctx context.Context, in *TokenBucketAc
 }
 
 // Release is accepted for compatibility; time-based leases return nothing.
+// Refund gives back the permits of a lease acquired as refundable, once
+// and only while the algorithm can put them back where they were
+// charged.
+func (r TokenBucketLimiterRef) Refund(ctx context.Context, in *RefundRequest, opts ...proxy.CallOption) (*RefundReply, error) {
+	return _TokenBucketLimiter_Refund_Call(ctx, r.ref, in, opts)
+}
+
+// Release calls TokenBucketLimiter.Release on the referenced grain.
 func (r TokenBucketLimiterRef) Release(ctx context.Context, in *ReleaseRequest, opts ...proxy.CallOption) (*ReleaseReply, error) {
 	return _TokenBucketLimiter_Release_Call(ctx, r.ref, in, opts)
 }
@@ -1365,6 +1451,11 @@ type TokenBucketLimiterGrain interface {
 	// rejected rather than wait for the change.
 	TryAcquire(context.Context, *TokenBucketAcquireRequest) (*LeaseMetadata, error)
 	// Release is accepted for compatibility; time-based leases return nothing.
+	// Refund gives back the permits of a lease acquired as refundable, once
+	// and only while the algorithm can put them back where they were
+	// charged.
+	Refund(context.Context, *RefundRequest) (*RefundReply, error)
+	// Release handles TokenBucketLimiter.Release.
 	Release(context.Context, *ReleaseRequest) (*ReleaseReply, error)
 	// Statistics returns the counters.
 	Statistics(context.Context, *StatisticsRequest) (*StatisticsReply, error)
@@ -1409,6 +1500,11 @@ var TokenBucketLimiterService = &proxy.ServiceDesc{
 			Desc:       TokenBucketLimiter_TryAcquire_Method,
 			NewRequest: func() proto.Message { return new(TokenBucketAcquireRequest) },
 			Invoke:     _TokenBucketLimiter_TryAcquire_Invoke,
+		},
+		{
+			Desc:       TokenBucketLimiter_Refund_Method,
+			NewRequest: func() proto.Message { return new(RefundRequest) },
+			Invoke:     _TokenBucketLimiter_Refund_Invoke,
 		},
 		{
 			Desc:       TokenBucketLimiter_Release_Method,
@@ -1476,6 +1572,15 @@ func _TokenBucketLimiter_AcquireAndCheckConfiguration_Call(_ctx context.Context,
 func _TokenBucketLimiter_TryAcquire_Call(_ctx context.Context, _ref proxy.Ref, _in *TokenBucketAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
 	_out := new(LeaseMetadata)
 	if _err := _ref.Invoke(_ctx, TokenBucketLimiter_TryAcquire_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _TokenBucketLimiter_Refund_Call is TokenBucketLimiterRef.Refund's body, with names no import can hide.
+func _TokenBucketLimiter_Refund_Call(_ctx context.Context, _ref proxy.Ref, _in *RefundRequest, _opts []proxy.CallOption) (*RefundReply, error) {
+	_out := new(RefundReply)
+	if _err := _ref.Invoke(_ctx, TokenBucketLimiter_Refund_Method, _in, _out, _opts...); _err != nil {
 		return nil, _err
 	}
 	return _out, nil
@@ -1566,6 +1671,15 @@ func _TokenBucketLimiter_TryAcquire_Invoke(_ctx context.Context, _grain any, _re
 	_out, _err := _grain.(TokenBucketLimiterGrain).TryAcquire(_ctx, _req.(*TokenBucketAcquireRequest))
 	if _out == nil {
 		// A nil *LeaseMetadata would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _TokenBucketLimiter_Refund_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(TokenBucketLimiterGrain).Refund(_ctx, _req.(*RefundRequest))
+	if _out == nil {
+		// A nil *RefundReply would make a non-nil proto.Message.
 		return nil, _err
 	}
 	return _out, _err
