@@ -302,13 +302,12 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 
 // serveGateway accepts clients on ln.
 func (s *Silo) serveGateway(h *host.Host, interner *wire.Interner, ln net.Listener) (*transport.Listener, error) {
-	opts := s.opts.gatewayTransport(s.gen)
-	if !s.opts.Cluster.Enabled {
-		opts.Listener.AcceptRoles = nil // silos linked by hand come in through the gateway
-	}
-	return transport.Serve(ln, opts, func(c *transport.Conn) transport.Handler {
-		if c.Peer().Role == transport.RoleSilo {
-			return s.acceptLink(c, s.newLinkEndpoint(h, interner, c))
+	// Clients only, whether or not the silo is in a cluster: a silo's
+	// connection bypasses the limits and reaches the system services, so it
+	// comes in on the link listener, which asks for a silo's credential.
+	return transport.Serve(ln, s.opts.gatewayTransport(s.gen), func(c *transport.Conn) transport.Handler {
+		if c.Peer().Role != transport.RoleClient {
+			return nil // the handshake admits clients only; this is a second lock
 		}
 		ep := rpc.NewEndpoint(s.opts.clientEndpoint(s.rejected), h, interner, s.deps.clock, s.log)
 		ep.Attach(c)

@@ -149,6 +149,11 @@ func DefaultTimings() cluster.Timings {
 	return t
 }
 
+// Secret is the cluster secret every silo of a Cluster proves to the
+// others (a silo of a cluster needs a credential); Options.Configure may
+// replace it.
+var Secret = []byte("the test cluster's secret, 32 b!")
+
 // Name returns the name of silo i: "silo-<i>".
 func Name(i int) string { return fmt.Sprintf("silo-%d", i) }
 
@@ -179,6 +184,7 @@ func (c *Cluster) Add() int {
 			Enabled: true, SiloAddress: "127.0.0.1:0", GossipAddress: "127.0.0.1:0",
 			Seeds: seeds, Timings: c.opts.Timings, HandoffWait: time.Second,
 		},
+		Security: silo.Security{Secret: Secret},
 	}
 	if c.opts.Configure != nil {
 		c.opts.Configure(i, &opts)
