@@ -18,6 +18,7 @@ import (
 	"github.com/granary-go/granary/examples/counter"
 	"github.com/granary-go/granary/internal/netns"
 	"github.com/granary-go/granary/internal/redistest"
+	"github.com/granary-go/granary/proxy"
 )
 
 // The partition scenario's limiter: a fixed window far longer than the
@@ -61,23 +62,44 @@ func TestPartitionedSiloHealsWithRedisReachable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs three processes in network namespaces")
 	}
-	f := runPartitionScenario(t)
-	t.Logf("partition figures (Redis reachable from the cut silo): "+
+	f := runPartitionScenario(t, partitionScenario{flaps: 3})
+	f.log(t, "Redis reachable from the cut silo")
+}
+
+// The same with c cut off from Redis too (only the test's clients reach
+// it), and one cut without flaps.
+func TestPartitionedSiloHealsWithRedisCutOffToo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs three processes in network namespaces")
+	}
+	f := runPartitionScenario(t, partitionScenario{cutRedis: true})
+	f.log(t, "Redis cut off from the cut silo")
+}
+
+// partitionScenario says what the scenario cuts and how often.
+type partitionScenario struct {
+	cutRedis bool // the cut silo loses Redis too
+	flaps    int  // short cuts after the long one
+}
+
+func (f partitionFigures) log(t *testing.T, what string) {
+	t.Helper()
+	t.Logf("partition figures (%s): "+
 		"adds acknowledged %d of %d sent, acknowledged adds lost %d, applied unacknowledged %d; "+
 		"acknowledgements repeating a value %d (on %d of %d counters); state write conflicts %d; "+
-		"limiter granted %d in the 8 s cut (%.2fx of %d), %d across the flaps (%.2fx); "+
-		"c's /readyz during the cut: %d ready, %d not; one view %v after the heal, %v after the last flap; "+
+		"limiter granted %d in the %v cut (%.2fx of %d), %d across the flaps (%.2fx); "+
+		"c's /readyz during the cut: %d ready, %d not; one view %v after the heal, %v after the last flap (-1: not within %v); "+
 		"client errors %v",
-		f.acked, f.sent, f.lost, f.unacked, f.repeatedAcks, f.repeatedKeys, partitionKeys, f.conflicts,
-		f.cutGranted, float64(f.cutGranted)/partitionPermits, partitionPermits,
+		what, f.acked, f.sent, f.lost, f.unacked, f.repeatedAcks, f.repeatedKeys, partitionKeys, f.conflicts,
+		f.cutGranted, partitionCut, float64(f.cutGranted)/partitionPermits, partitionPermits,
 		f.flapGranted, float64(f.flapGranted)/partitionPermits,
-		f.cutReady, f.cutDown, f.healToView, f.flapToView, f.errors)
+		f.cutReady, f.cutDown, f.healToView, f.flapToView, healBound, f.errors)
 }
 
 // runPartitionScenario builds the network, starts Redis and the silos,
 // runs the clients through a long cut and three flaps, and returns what it
 // measured.
-func runPartitionScenario(t *testing.T) partitionFigures {
+func runPartitionScenario(t *testing.T, sc partitionScenario) partitionFigures {
 	t.Helper()
 	nw := netns.New(t)
 	redis := redistest.Start(t, redistest.Options{Host: nw.ServiceAddr().String()})
@@ -152,31 +174,46 @@ ratelimit:
 		defer counters.mu.Unlock()
 		return len(counters.mu.acked) == partitionKeys
 	}, 20*time.Second, 20*time.Millisecond, "every counter answers")
-	setKey("cut")
-	require.Eventually(t, func() bool { return limits.granted("cut") > 0 }, 10*time.Second, 10*time.Millisecond, "the cut's limiter key answers")
+	// One permit of the cut's key through a, so that its grain lives on
+	// one side when the cut comes; the limiter clients wait for the split.
+	setKey("")
+	retry(t, "place the cut's limiter key", func(ctx context.Context) error {
+		acquired, err := acquireHTTP(ctx, web, silos[0].http, "cut", partitionConfig)
+		if err == nil && !acquired {
+			return fmt.Errorf("%w: the first permit of the cut's key refused", proxy.ErrUnavailable)
+		}
+		return err
+	})
 
 	// The long cut: the cluster splits, c on one side, a and b on the
 	// other.
-	require.NoError(t, nw.Cut(c.node))
+	cut := nw.Cut
+	if sc.cutRedis {
+		cut = nw.CutAll
+	}
+	require.NoError(t, cut(c.node))
 	watch.watching.Store(true)
 	require.Eventually(t, func() bool { return split(silos) }, 20*time.Second, 20*time.Millisecond,
 		"the cut splits the cluster: %s", views(silos))
+	setKey("cut")
 	pause(ctx, partitionCut)
 	watch.watching.Store(false)
 	require.NoError(t, nw.Heal(c.node))
 	f.healToView = waitOneView(silos)
-	f.cutGranted = limits.granted("cut")
+	f.cutGranted = limits.granted("cut") + 1 // the permit that placed it
 	f.cutReady, f.cutDown = watch.ready.Load(), watch.notReady.Load()
 
-	setKey("flap")
-	for range 3 {
-		require.NoError(t, nw.Cut(c.node))
-		pause(ctx, 2*time.Second)
-		require.NoError(t, nw.Heal(c.node))
-		pause(ctx, 2*time.Second)
+	if sc.flaps > 0 {
+		setKey("flap")
+		for range sc.flaps {
+			require.NoError(t, cut(c.node))
+			pause(ctx, 2*time.Second)
+			require.NoError(t, nw.Heal(c.node))
+			pause(ctx, 2*time.Second)
+		}
+		f.flapToView = waitOneView(silos)
+		f.flapGranted = limits.granted("flap")
 	}
-	f.flapToView = waitOneView(silos)
-	f.flapGranted = limits.granted("flap")
 	pause(ctx, time.Second)
 	stop()
 	workers.Wait()
