@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,9 @@ const (
 	healBound = 30 * time.Second
 	// partitionCut is how long the long cut lasts once the cluster split.
 	partitionCut = 8 * time.Second
+	// partitionTimingsEnv names the silos' timing profile (-timings) for
+	// a run by hand; the tests use fast, which one machine can afford.
+	partitionTimingsEnv = "GRANARY_PARTITION_TIMINGS"
 )
 
 // partitionFigures is what one run of the scenario measured.
@@ -116,7 +120,11 @@ ratelimit:
 	for _, node := range nodes {
 		seeds = append(seeds, net.JoinHostPort(node.Addr.String(), nsGossipPort))
 	}
-	extra := []string{"-timings", "fast", "-store", redis.URL(0), "-config", config, "-stop-timeout", "10s"}
+	timings := "fast"
+	if v := os.Getenv(partitionTimingsEnv); v != "" {
+		timings = v
+	}
+	extra := []string{"-timings", timings, "-store", redis.URL(0), "-config", config, "-stop-timeout", "10s"}
 
 	web := &http.Client{Transport: &http.Transport{}, Timeout: 2 * time.Second}
 	t.Cleanup(web.CloseIdleConnections)
@@ -193,7 +201,7 @@ ratelimit:
 	}
 	require.NoError(t, cut(c.node))
 	watch.watching.Store(true)
-	require.Eventually(t, func() bool { return split(silos) }, 20*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return split(silos) }, 30*time.Second, 20*time.Millisecond,
 		"the cut splits the cluster: %s", views(silos))
 	setKey("cut")
 	pause(ctx, partitionCut)
