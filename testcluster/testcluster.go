@@ -32,6 +32,7 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/gossipcut"
 	"github.com/granary-go/granary/internal/silohooks"
 	"github.com/granary-go/granary/persistence"
 	"github.com/granary-go/granary/proxy"
@@ -75,10 +76,12 @@ type Cluster struct {
 	t     TB
 	opts  Options
 	store persistence.Store
+	cut   *gossipcut.Cut // every silo gossips through it: see Partition
 
 	mu struct {
 		sync.Mutex
-		silos  []*member // every silo started, in order; nil once stopped or killed
+		silos  []*member      // every silo started, in order; nil once stopped or killed
+		gossip map[int]string // each silo's gossip address, kept after it stops
 		next   int
 		client *client.Client
 	}
@@ -117,7 +120,8 @@ func New(t TB, opts Options) *Cluster {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	c := &Cluster{t: t, opts: opts, store: opts.Store}
+	c := &Cluster{t: t, opts: opts, store: opts.Store, cut: gossipcut.New()}
+	c.mu.gossip = map[int]string{}
 	t.Cleanup(c.close)
 	for range opts.Silos {
 		c.Add()
@@ -170,13 +174,20 @@ func (c *Cluster) Add() int {
 			c.t.Fatalf("testcluster: silo %d: register: %v", i, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	ctx, cancel := context.WithTimeout(gossipcut.NewContext(context.Background(), c.cut), c.opts.Timeout)
 	defer cancel()
 	if err := s.Start(ctx); err != nil {
 		c.t.Fatalf("testcluster: silo %d: start: %v", i, err)
 	}
+	gossip := ""
+	if v, err := s.Members(); err == nil {
+		if self, ok := v.Member(s.Name()); ok {
+			gossip = self.GossipAddress
+		}
+	}
 	c.mu.Lock()
 	c.mu.silos = append(c.mu.silos, &member{silo: s, store: store})
+	c.mu.gossip[i] = gossip
 	c.mu.Unlock()
 	c.WaitForMembership()
 	return i
