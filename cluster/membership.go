@@ -713,6 +713,7 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 }
 
 func (d *delegate) alive(n *memberlist.Node) {
-	addr := n.Address()
-	(*Membership)(d).apply(func(v *view) []Event { return v.alive(n.Name, addr, n.Meta) })
+	m := (*Membership)(d)
+	addr, now := n.Address(), m.clock.Now()
+	m.apply(func(v *view) []Event { return v.alive(n.Name, addr, n.Meta, now) })
 }

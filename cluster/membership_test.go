@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/clock"
 )
 
 var discard = slog.New(slog.DiscardHandler)
@@ -127,19 +129,26 @@ func TestSilosJoinAndConverge(t *testing.T) {
 		for _, other := range ms {
 			got, ok := v.Member(other.Local().ID)
 			require.True(t, ok)
+			assert.False(t, got.Since.IsZero(), "%s's view of %s is timed", m.Local().ID, other.Local().ID)
+			got.Since = time.Time{} // Local has none
 			assert.Equal(t, other.Local(), got, "%s's view of %s", m.Local().ID, other.Local().ID)
 		}
 	}
 	assert.NotEqual(t, ms[0].GossipAddress(), ms[1].GossipAddress())
 }
 
+// The event of a join carries the member as it announced itself, timed by
+// the receiving membership's clock.
 func TestAJoiningSiloIsAnnouncedToSubscribers(t *testing.T) {
-	first := startSilo(t, siloOptions("first"))
+	seen := clock.NewFake(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	first := startSilo(t, siloOptions("first"), WithClock(seen))
 	view, sub := first.Subscribe()
 	assert.Equal(t, []string{"first"}, viewIDs(view))
 	second := startSilo(t, siloOptions("second", first.GossipAddress()))
 	e := waitForEvent(t, sub, waitFor, func(e Event) bool { return e.Member.ID == "second" })
 	assert.Equal(t, EventJoined, e.Kind)
+	assert.Equal(t, seen.Now(), e.Member.Since, "by first's clock")
+	e.Member.Since = time.Time{}
 	assert.Equal(t, second.Local(), e.Member)
 	assert.Greater(t, e.Version, view.Version)
 }

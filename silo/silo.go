@@ -81,6 +81,7 @@ type Silo struct {
 		starting                   bool
 		started                    bool
 		stopped                    bool
+		since                      time.Time   // when starting, started or stopped last changed
 		attached                   []io.Closer // instruments attached by metrics.Attach
 
 		gatewayClosed chan struct{} // closed once the gateway has closed
@@ -202,12 +203,16 @@ func (s *Silo) Start(ctx context.Context) error {
 		return ErrStopping
 	}
 	s.mu.starting = true
+	s.mu.since = s.deps.clock.Now()
 	kinds, types := slices.Clone(s.mu.kinds), slices.Clone(s.mu.types)
 	s.mu.Unlock()
 	err := s.start(ctx, kinds, types)
 	s.mu.Lock()
 	s.mu.starting = false
 	s.mu.started = err == nil
+	if s.mu.started {
+		s.mu.since = s.deps.clock.Now()
+	}
 	s.mu.Unlock()
 	return err
 }
@@ -443,6 +448,7 @@ func (s *Silo) Stop(ctx context.Context) error {
 		first := !s.mu.starting && !s.mu.stopped
 		if first {
 			s.mu.stopped = true
+			s.mu.since = s.deps.clock.Now()
 		}
 		s.mu.Unlock()
 		if first {
@@ -451,6 +457,9 @@ func (s *Silo) Stop(ctx context.Context) error {
 		return nil
 	}
 	first := !s.mu.stopped
+	if first {
+		s.mu.since = s.deps.clock.Now()
+	}
 	s.mu.stopped = true
 	host := s.host.Load()
 	s.mu.Unlock()

@@ -50,6 +50,12 @@ func (s *settings) boolVar(p *bool, name, env string, def bool, usage string) {
 	s.add(name, env)
 }
 
+// intVar defines an integer setting.
+func (s *settings) intVar(p *int, name, env string, def int, usage string) {
+	s.fs.IntVar(p, name, def, usage+" ($"+env+")")
+	s.add(name, env)
+}
+
 // durationVar defines a duration setting.
 func (s *settings) durationVar(p *time.Duration, name, env string, def time.Duration, usage string) {
 	s.fs.DurationVar(p, name, def, usage+" ($"+env+")")
@@ -123,6 +129,7 @@ type siloFlags struct {
 	store         string
 	http          string
 	shutdownDelay time.Duration
+	expectSilos   int
 
 	apiDisableChanges bool
 }
@@ -149,6 +156,7 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /metrics, /debug/pprof/ (host:port; none: no HTTP port)")
 	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", false, "the rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options; named configurations still work")
 	s.durationVar(&f.shutdownDelay, "shutdown-delay", "GRANARY_SHUTDOWN_DELAY", 0, "how long /readyz answers 503 after a stop signal before the HTTP port closes, for load balancers to notice")
+	s.intVar(&f.expectSilos, "expect-silos", "GRANARY_EXPECT_SILOS", 0, "/readyz answers 503 while this silo sees fewer active silos, itself included (0: no minimum)")
 	return f
 }
 
@@ -166,6 +174,12 @@ func (f *siloFlags) options() (silo.Options, error) {
 	}
 	if f.shutdownDelay >= f.stopTimeout && f.stopTimeout > 0 {
 		bad("-shutdown-delay %v leaves nothing of -stop-timeout %v for the stop itself", f.shutdownDelay, f.stopTimeout)
+	}
+	if f.expectSilos < 0 {
+		bad("-expect-silos must not be negative, got %d", f.expectSilos)
+	}
+	if f.expectSilos > 1 && o.Cluster.SiloAddress == "" {
+		bad("-expect-silos %d needs -silo-address: a silo alone sees only itself", f.expectSilos)
 	}
 	if err := checkHTTPAddress(f.http); err != nil {
 		errs = append(errs, err)

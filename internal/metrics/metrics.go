@@ -29,6 +29,13 @@ type Stats struct {
 	Links     rpc.EndpointStats        // connections to other silos, open and closed
 	Directory directory.Stats          // this silo's part of the directory and its cache
 	Flusher   persistence.FlusherStats // the state writes
+	Members   MemberCounts             // the cluster as this silo acts on it
+}
+
+// MemberCounts are the silos of the cluster, this one included, by the
+// state this silo acts on for each (silo.MemberView.State).
+type MemberCounts struct {
+	Joining, Active, ShuttingDown int
 }
 
 // Attribute keys.
@@ -41,6 +48,7 @@ const (
 	keyDirection  = attribute.Key("direction")  // in or out
 	keyReason     = attribute.Key("reason")
 	keyResult     = attribute.Key("result")
+	keyState      = attribute.Key("state")
 )
 
 // unknownMethod names the method of calls whose id the contract does not
@@ -216,6 +224,16 @@ var observed = []instrument[Stats]{
 		Attributes:  []string{string(keyConnection)},
 		observe: func(st *Stats, emit emit) {
 			byConnection(st, func(t rpc.EndpointStats, conn attribute.KeyValue) { emit(t.Timeouts, conn) })
+		},
+	},
+	{
+		Name: "granary.cluster.members", Unit: "{silo}", kind: upDown,
+		Description: "Silos of the cluster as this silo sees it, itself included, by state (joining, active, shutting-down); a silo alone counts itself.",
+		Attributes:  []string{string(keyState)},
+		observe: func(st *Stats, emit emit) {
+			emit(int64(st.Members.Joining), keyState.String("joining"))
+			emit(int64(st.Members.Active), keyState.String("active"))
+			emit(int64(st.Members.ShuttingDown), keyState.String("shutting-down"))
 		},
 	},
 	{
