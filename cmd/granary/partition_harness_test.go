@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -51,14 +50,10 @@ type nsSilo struct {
 
 	mu struct {
 		sync.Mutex
-		peers     map[string]bool // alive peers, from the membership log lines
-		conflicts int             // state write conflicts logged
-		stderr    []string        // the last lines, for a failure
+		conflicts int      // state write conflicts logged
+		stderr    []string // the last lines, for a failure
 	}
 }
-
-// membershipLine is the silo's log line for one membership event.
-var membershipLine = regexp.MustCompile(`msg="cluster: member (\w+)".* member=(\S+)`)
 
 // startNSSilo starts a silo named name in node's namespace, seeded with
 // every silo's gossip address (its own included), and kills it in cleanup.
@@ -72,7 +67,6 @@ func startNSSilo(t *testing.T, n *netns.Network, bin string, node *netns.Node, s
 		http:    net.JoinHostPort(host, nsHTTPPort),
 		exited:  make(chan struct{}),
 	}
-	s.mu.peers = make(map[string]bool)
 	args := []string{
 		"-name", node.Name,
 		"-silo-address", net.JoinHostPort(host, nsSiloPort),
@@ -128,24 +122,29 @@ func (s *nsSilo) logged(line string) {
 	if strings.Contains(line, "grain state write conflicted") {
 		s.mu.conflicts++
 	}
-	if m := membershipLine.FindStringSubmatch(line); m != nil {
-		switch m[1] {
-		case "joined", "updated":
-			s.mu.peers[m[2]] = true
-		case "left", "failed":
-			delete(s.mu.peers, m[2])
-		}
-	}
 }
 
-// view is the silos this silo sees alive, itself included, sorted.
-func (s *nsSilo) view() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := []string{s.name}
-	for peer := range s.mu.peers {
-		if peer != s.name {
-			out = append(out, peer)
+// view is the silos this silo sees active, itself included, sorted, as
+// its /cluster says; nil when it does not answer.
+func (s *nsSilo) view(web *http.Client) []string {
+	resp, err := web.Get("http://" + s.http + "/cluster")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Members []struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+		} `json:"members"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&answer) != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range answer.Members {
+		if m.State == "active" {
+			out = append(out, m.Name)
 		}
 	}
 	slices.Sort(out)
@@ -159,14 +158,14 @@ func (s *nsSilo) conflicts() int {
 }
 
 // oneView reports whether every silo sees exactly the silos named.
-func oneView(silos []*nsSilo) bool {
+func oneView(web *http.Client, silos []*nsSilo) bool {
 	want := make([]string, 0, len(silos))
 	for _, s := range silos {
 		want = append(want, s.name)
 	}
 	slices.Sort(want)
 	for _, s := range silos {
-		if !slices.Equal(s.view(), want) {
+		if !slices.Equal(s.view(web), want) {
 			return false
 		}
 	}
@@ -174,10 +173,10 @@ func oneView(silos []*nsSilo) bool {
 }
 
 // views describes what each silo sees, for logs and failures.
-func views(silos []*nsSilo) string {
+func views(web *http.Client, silos []*nsSilo) string {
 	var parts []string
 	for _, s := range silos {
-		parts = append(parts, fmt.Sprintf("%s sees %v", s.name, s.view()))
+		parts = append(parts, fmt.Sprintf("%s sees %v", s.name, s.view(web)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -128,17 +128,16 @@ ratelimit:
 
 	web := &http.Client{Transport: &http.Transport{}, Timeout: 2 * time.Second}
 	t.Cleanup(web.CloseIdleConnections)
-	// a first, seeded with itself alone, so that it starts the cluster
-	// the others join.
-	silos := []*nsSilo{startNSSilo(t, nw, bin, nodes[0], seeds[:1], extra...)}
-	require.Eventually(t, func() bool { return silos[0].ready(web) }, 30*time.Second, 20*time.Millisecond, "a ready")
-	for _, node := range nodes[1:] {
+	// All at once, each given every seed (itself included): the recipe
+	// that is safe across restarts.
+	var silos []*nsSilo
+	for _, node := range nodes {
 		silos = append(silos, startNSSilo(t, nw, bin, node, seeds, extra...))
 	}
 	for _, s := range silos {
 		require.Eventually(t, func() bool { return s.ready(web) }, 30*time.Second, 20*time.Millisecond, "%s ready", s.name)
 	}
-	require.Eventually(t, func() bool { return oneView(silos) }, 30*time.Second, 20*time.Millisecond, "one view at start: %s", views(silos))
+	require.Eventually(t, func() bool { return oneView(web, silos) }, 30*time.Second, 20*time.Millisecond, "one view at start: %s", views(web, silos))
 	c := silos[2]
 
 	keys := make([]string, partitionKeys)
@@ -201,13 +200,14 @@ ratelimit:
 	}
 	require.NoError(t, cut(c.node))
 	watch.watching.Store(true)
-	require.Eventually(t, func() bool { return split(silos) }, 30*time.Second, 20*time.Millisecond,
-		"the cut splits the cluster: %s", views(silos))
+	require.Eventually(t, func() bool { return split(web, silos) }, 30*time.Second, 20*time.Millisecond,
+		"the cut splits the cluster: %s", views(web, silos))
 	setKey("cut")
 	pause(ctx, partitionCut)
 	watch.watching.Store(false)
 	require.NoError(t, nw.Heal(c.node))
-	f.healToView = waitOneView(silos)
+	f.healToView = waitOneView(web, silos)
+	assert.GreaterOrEqual(t, f.healToView, time.Duration(0), "one view within %v of the heal: %s", healBound, views(web, silos))
 	f.cutGranted = limits.granted("cut") + 1 // the permit that placed it
 	f.cutReady, f.cutDown = watch.ready.Load(), watch.notReady.Load()
 
@@ -219,12 +219,31 @@ ratelimit:
 			require.NoError(t, nw.Heal(c.node))
 			pause(ctx, 2*time.Second)
 		}
-		f.flapToView = waitOneView(silos)
+		f.flapToView = waitOneView(web, silos)
+		assert.GreaterOrEqual(t, f.flapToView, time.Duration(0), "one view within %v of the last heal: %s", healBound, views(web, silos))
 		f.flapGranted = limits.granted("flap")
 	}
 	pause(ctx, time.Second)
 	stop()
 	workers.Wait()
+
+	// One view again, and one activation of each counter: every gateway
+	// reads the same value.
+	for _, key := range keys {
+		assert.Eventually(t, func() bool {
+			var values []int64
+			for _, cl := range clients {
+				callCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+				r, err := counter.NewCounterRef(cl, key).Get(callCtx, &counter.GetRequest{})
+				cancel()
+				if err != nil {
+					return false
+				}
+				values = append(values, r.GetValue())
+			}
+			return values[0] == values[1] && values[1] == values[2]
+		}, 10*time.Second, 50*time.Millisecond, "every gateway reads one value of %s after the heal", key)
+	}
 
 	// What the store holds once every silo stopped (each flushes what it
 	// has), read through a silo started afresh: the durable value of each
@@ -271,20 +290,20 @@ ratelimit:
 
 // split reports whether the last silo sees itself alone and the others see
 // each other but not it.
-func split(silos []*nsSilo) bool {
+func split(web *http.Client, silos []*nsSilo) bool {
 	last := silos[len(silos)-1]
-	return oneView(silos[:len(silos)-1]) && slices.Equal(last.view(), []string{last.name})
+	return oneView(web, silos[:len(silos)-1]) && slices.Equal(last.view(web), []string{last.name})
 }
 
 // waitOneView waits until every silo sees every other and returns how long
 // that took, or -1 if it did not happen within healBound.
-func waitOneView(silos []*nsSilo) time.Duration {
+func waitOneView(web *http.Client, silos []*nsSilo) time.Duration {
 	start := time.Now()
 	for time.Since(start) < healBound {
-		if oneView(silos) {
+		if oneView(web, silos) {
 			return time.Since(start).Round(10 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond) // polling the silos' logs
+		time.Sleep(20 * time.Millisecond) // polling the silos' /cluster
 	}
 	return -1
 }
