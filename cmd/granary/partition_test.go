@@ -205,6 +205,7 @@ ratelimit:
 	setKey("cut")
 	pause(ctx, partitionCut)
 	watch.watching.Store(false)
+	assert.True(t, split(web, silos), "still split at the end of the cut: %s", views(web, silos))
 	require.NoError(t, nw.Heal(c.node))
 	f.healToView = waitOneView(web, silos)
 	assert.GreaterOrEqual(t, f.healToView, time.Duration(0), "one view within %v of the heal: %s", healBound, views(web, silos))
