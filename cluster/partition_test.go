@@ -24,10 +24,23 @@ func startCutSilos(t testing.TB, cut *gossipcut.Cut, n int, optFns ...Option) []
 		for _, m := range ms {
 			seeds = append(seeds, m.GossipAddress())
 		}
-		ms = append(ms, startSiloIn(t, gossipcut.NewContext(context.Background(), cut), siloOptions(fmt.Sprintf("silo-%d", i), seeds...), optFns...))
+		opts := siloOptions(fmt.Sprintf("silo-%d", i), seeds...)
+		opts.Timings = partitionTimings()
+		ms = append(ms, startSiloIn(t, gossipcut.NewContext(context.Background(), cut), opts, optFns...))
 	}
 	waitForViews(t, ms, ms...)
 	return ms
+}
+
+// partitionTimings are the fast timings with a failure detector slow
+// enough not to declare live silos dead on a loaded machine (2 cores, the
+// race detector, a neighbour burning both): these tests measure the
+// rejoin loop, and a view that false suspicions keep breaking is never
+// one, healed or not. RejoinInterval is the fast profile's.
+func partitionTimings() Timings {
+	t := FastTimings()
+	t.ProbeInterval, t.ProbeTimeout = 200*time.Millisecond, 100*time.Millisecond
+	return t
 }
 
 // startSiloIn is startSilo with a context of the test's own (a Cut).
