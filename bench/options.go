@@ -191,21 +191,24 @@ func (c *Config) Bind(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) e
 	b := binder{fs: fs, lookupEnv: lookupEnv}
 	o := &c.Options
 	b.bind(listValue[Algorithm]{&o.Algorithms, Algorithms}, "algorithm", EnvAlgorithm,
-		"algorithms to measure, comma-separated, or all")
+		"the algorithms to measure, a comma-separated `list` of "+joinNames(Algorithms)+", or all")
 	b.bind(listValue[Scenario]{&o.Scenarios, Scenarios}, "scenario", EnvScenario,
-		"scenarios to measure, comma-separated, or all")
+		"the scenarios to measure, a comma-separated `list` of "+joinNames(Scenarios)+", or all")
 	b.bind(callerTokenValue{&o.Overloads}, "caller-token", EnvCallerToken,
-		"caller context: false (context.Background()), true (a cancellable context) or both")
+		"the caller's context, `false|true|both`: false is context.Background(), true a cancellable context, both measures each")
 	b.bind(boolValue{&o.WarmWorkload}, "warm-workload", EnvWarmWorkload,
-		"run one unmeasured repetition of the full workload before measuring")
-	b.bind(stringValue{&c.Output}, "output", EnvOutput, `file for the JSON report ("-": stdout, instead of the table)`)
-	b.bind(boolValue{&o.Quick}, "quick", EnvQuick, "small counts, for smoke runs")
-	b.bind(boolValue{&c.Peers}, "peers", EnvPeers, "measure the peers in the same run")
-	b.bind(stringsValue{&c.Systems}, "systems", EnvSystems, "keep only these systems, comma-separated (granary and peer names)")
-	b.bind(intValue{&o.Operations}, "operations", EnvOperations, "measured operations per repetition (0: the default)")
-	b.bind(intValue{&o.Repetitions}, "repetitions", EnvRepetitions, "measured repetitions per case (0: the default)")
-	b.bind(intValue{&o.WarmupPerHolder}, "warmup", EnvWarmup, "warm-up operations per holder (0: the default)")
-	b.bind(stringValue{&o.Revision}, "revision", EnvRevision, "revision to report (default: build information or git)")
+		"run one unmeasured repetition of the full workload before measuring (true or false)")
+	b.bind(stringValue{&c.Output}, "output", EnvOutput, "the `file` to write the JSON report to; - writes it to stdout instead of the table")
+	b.bind(boolValue{&o.Quick}, "quick", EnvQuick, fmt.Sprintf("small counts, for smoke runs: %d operations per repetition, %d warm-up operations per holder (true or false)",
+		QuickOperations, QuickWarmupPerHolder))
+	b.bind(boolValue{&c.Peers}, "peers", EnvPeers, "measure the peers too, in the same run (true or false)")
+	b.bind(stringsValue{&c.Systems}, "systems", EnvSystems, "keep only these systems, a comma-separated `list` of "+Granary+" and the peers' names (all: every system run)")
+	b.bind(intValue{&o.Operations}, "operations", EnvOperations, fmt.Sprintf("`n` measured operations per repetition, at least %d; 0: %d (%d with -quick)",
+		Parallelism, DefaultOperations, QuickOperations))
+	b.bind(intValue{&o.Repetitions}, "repetitions", EnvRepetitions, fmt.Sprintf("`n` measured repetitions per case, at least 1; 0: %d", DefaultRepetitions))
+	b.bind(intValue{&o.WarmupPerHolder}, "warmup", EnvWarmup, fmt.Sprintf("`n` warm-up operations per holder, at least 1; 0: %d (%d with -quick)",
+		DefaultWarmupPerHolder, QuickWarmupPerHolder))
+	b.bind(stringValue{&o.Revision}, "revision", EnvRevision, "the `revision` to report (default: the build information, else git rev-parse HEAD)")
 	return errors.Join(b.errs...)
 }
 

@@ -116,12 +116,15 @@ func (c *Client) dial(ctx context.Context, addr string) (*rpc.Endpoint, error) {
 	ep := rpc.NewEndpoint(rpc.EndpointOptions{SweepInterval: c.opts.TimeoutResolution}, nil, nil, c.deps.clock, c.deps.log)
 	dialCtx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
-	conn, err := transport.Dial(dialCtx, addr, transport.Options{
-		MaxFrameSize:  c.opts.MaxFrameSize,
-		Identity:      transport.Identity{Role: transport.RoleClient, ClusterID: c.opts.ClusterID},
-		ClusterSecret: c.opts.Secret,
-		TLS:           c.opts.TLS,
-	}, ep, transport.WithLogger(c.deps.log))
+	opts := transport.Options{
+		MaxFrameSize: c.opts.MaxFrameSize,
+		Identity:     transport.Identity{Role: transport.RoleClient, ClusterID: c.opts.ClusterID},
+		TLS:          c.opts.TLS,
+	}
+	if t := c.opts.Token; t != nil {
+		opts.Token = &transport.Token{Name: t.Name, Secret: t.Secret}
+	}
+	conn, err := transport.Dial(dialCtx, addr, opts, ep, transport.WithLogger(c.deps.log))
 	if err != nil {
 		return nil, fmt.Errorf("dial gateway %s: %w", addr, err)
 	}

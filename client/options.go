@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/optcheck"
@@ -42,12 +43,25 @@ type Options struct {
 	// ClusterID names the cluster the client means to reach; a gateway of
 	// another cluster refuses it. Default "granary", the silos' default.
 	ClusterID string
-	// Secret is the cluster's secret, when the silos require one.
-	Secret []byte
+	// Token, when set, is the client's credential, which the gateway asks
+	// for when it lists client tokens (silo.Security.ClientTokens): the
+	// client proves it in the handshake, and its calls carry the token's
+	// rights. A client never holds the cluster secret, the silos' own
+	// credential.
+	Token *Token
 	// TLS, when set, runs connections over TLS with this client
 	// configuration (with Certificates, for gateways that ask for mutual
 	// TLS).
 	TLS *tls.Config
+}
+
+// Token is a client token: a name and a secret that the gateway knows
+// under that name.
+type Token struct {
+	// Name identifies the token. 1 to 128 bytes of UTF-8.
+	Name string
+	// Secret is what the client proves: 16 to 1024 bytes.
+	Secret []byte
 }
 
 // DefaultClusterID is the cluster id of a client that names none.
@@ -85,8 +99,13 @@ func (o *Options) Validate() error {
 	c.Positive("DialTimeout", o.DialTimeout)
 	c.Range("MaxFrameSize", o.MaxFrameSize, minFrameSize, transport.MaxFrameSizeLimit)
 	c.Positive("TimeoutResolution", o.TimeoutResolution)
-	if n := len(o.Secret); n > 0 && n < transport.MinSecretLength {
-		c.Bad("Secret", "must be at least %d bytes, got %d", transport.MinSecretLength, n)
+	if t := o.Token; t != nil {
+		if t.Name == "" || len(t.Name) > transport.MaxIDLength || !utf8.ValidString(t.Name) {
+			c.Bad("Token.Name", "must be UTF-8 of 1 to %d bytes", transport.MaxIDLength)
+		}
+		if n := len(t.Secret); n < transport.MinSecretLength || n > transport.MaxSecretLength {
+			c.Bad("Token.Secret", "must be %d to %d bytes, got %d", transport.MinSecretLength, transport.MaxSecretLength, n)
+		}
 	}
 	return c.Err()
 }

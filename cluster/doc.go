@@ -22,7 +22,8 @@
 // # The view and its events
 //
 // The local View lists every visible member, this silo included, with a
-// Version that grows by one with every change. Subscribe returns the View
+// Version that grows by one with every change; each member's Since says
+// when the view began to show it in its status. Subscribe returns the View
 // and a Subscription carrying every later Event: joined, updated, left (the
 // member announced its leave to this silo first) or failed (anything else:
 // a crash, a kill, a death declared by the failure detector, a newer

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Status is the stage of its life a silo announces to the others.
@@ -55,6 +56,12 @@ type Member struct {
 	Load int64
 	// GossipAddress is where the silo's memberlist listens, host:port.
 	GossipAddress string
+	// Since is when this silo's view began to show the member as it is:
+	// when it joined (or this incarnation replaced the last), or when it
+	// announced its Status, by the membership's clock. Load and address
+	// updates leave it as it was, so that it says how long the member has
+	// been in its status. Zero in Membership.Local.
+	Since time.Time
 }
 
 // EventKind says what happened to a member.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/gossipcut"
 )
 
 // Errors returned by Membership.
@@ -46,8 +48,9 @@ type Membership struct {
 	probes *probes // health.go
 	prober *prober
 
-	quit     chan struct{} // closed by Stop and Kill: abandons a join
+	quit     chan struct{} // closed by Stop and Kill: abandons a join, ends the rejoin loop
 	quitOnce sync.Once
+	rejoins  sync.WaitGroup // the rejoin loop and its dials
 	downOnce sync.Once
 	downErr  error
 
@@ -65,6 +68,8 @@ type Membership struct {
 		subs         map[*Subscription]struct{}
 		leaveAwaited map[string]struct{} // members yet to confirm our leave notice
 		leaveSeen    chan struct{}       // closed when leaveAwaited empties
+		rejoin       *rejoinTargets
+		dialling     map[string]bool // rejoin dials in flight, by address
 	}
 }
 
@@ -92,6 +97,8 @@ func New(opts Options, optFns ...Option) (*Membership, error) {
 	}
 	m.mu.view = newView(m.log)
 	m.mu.subs = map[*Subscription]struct{}{}
+	m.mu.rejoin = newRejoinTargets(nil, opts.Timings.RejoinWindow)
+	m.mu.dialling = map[string]bool{}
 	initial := localState{Status: StatusJoining}
 	m.pub = newPublisher(d.clock, opts.Timings.MetaUpdateInterval, initial, m.publish)
 	m.probes, m.prober = newProbes(), m.newProber()
@@ -100,12 +107,17 @@ func New(opts Options, optFns ...Option) (*Membership, error) {
 }
 
 // Start starts memberlist on Options.BindAddress and joins the cluster
-// through Options.Seeds, retrying every Timings.JoinRetryInterval until one
-// answers or ctx ends (ErrJoin). With no seed but itself, the silo starts a
-// new cluster. One round dials the seeds in turn, each for up to
-// Timings.TCPTimeout, so a seed that drops packets can make Start outlast
-// ctx by that much. The silo is announced as StatusJoining; call SetStatus
-// when it is ready. A failed Start leaves the Membership stopped: make a
+// through Options.Seeds, retrying every Timings.JoinRetryInterval until a
+// seed other than this silo answers or ctx ends (ErrJoin): a silo that
+// names another seed never forms a cluster alone, unless
+// Options.Bootstrap says so. With no seed but itself, the silo starts a
+// new cluster. A seed that answers while the silo knows no other member is
+// the silo itself under another name, and is skipped from then on. One
+// round dials the seeds in turn, each for up to Timings.TCPTimeout, so a
+// seed that drops packets can make Start outlast ctx by that much. The
+// silo is announced as StatusJoining; call SetStatus when it is ready.
+// Once joined, the silo runs the rejoin loop (Timings.RejoinInterval)
+// until Stop or Kill. A failed Start leaves the Membership stopped: make a
 // new one to try again.
 func (m *Membership) Start(ctx context.Context) error {
 	m.mu.Lock()
@@ -125,8 +137,22 @@ func (m *Membership) Start(ctx context.Context) error {
 	default:
 	}
 	m.storeMeta(m.pub.wanted())
-	ml, err := memberlist.Create(m.memberlistConfig())
+	config := m.memberlistConfig()
+	if cut := gossipcut.FromContext(ctx); cut != nil {
+		// A test's partition seam: it rides in the context so that no
+		// exported option carries it.
+		t, err := cut.Transport(config.BindAddr, config.BindPort, config.Logger)
+		if err != nil {
+			m.shutdown(ctx, false)
+			return fmt.Errorf("cluster: starting memberlist on %s: %w", m.opts.BindAddress, err)
+		}
+		config.Transport = t
+	}
+	ml, err := memberlist.Create(config)
 	if err != nil {
+		if config.Transport != nil {
+			_ = config.Transport.Shutdown() // safe twice, should memberlist have shut it down
+		}
 		m.shutdown(ctx, false)
 		return fmt.Errorf("cluster: starting memberlist on %s: %w", m.opts.BindAddress, err)
 	}
@@ -138,32 +164,63 @@ func (m *Membership) Start(ctx context.Context) error {
 	m.prober.start(ml)
 	m.log.Info("cluster: membership started", "gossip", gossip, "generation", m.opts.Generation, "cluster", m.opts.ClusterID)
 
-	if err := m.join(ctx, ml, gossip); err != nil {
+	seeds, err := m.join(ctx, ml, gossip)
+	if err != nil {
 		if !errors.Is(err, ErrStopped) { // Stop and Kill shut down themselves
 			m.shutdown(ctx, false)
 		}
 		return err
 	}
+	m.mu.Lock()
+	m.mu.rejoin.seeds = seeds
+	m.mu.Unlock()
+	m.rejoins.Add(1)
+	go m.rejoinLoop(ml)
 	return nil
 }
 
-// join dials the seeds until one answers.
-func (m *Membership) join(ctx context.Context, ml *memberlist.Memberlist, self string) error {
+// join dials the seeds until one that is not this silo answers, and
+// returns the seeds that are not this silo.
+func (m *Membership) join(ctx context.Context, ml *memberlist.Memberlist, self string) ([]string, error) {
 	var seeds []string
 	for _, s := range m.opts.Seeds {
-		if s != self && s != m.opts.BindAddress {
+		if c := canonicalAddress(s); c != canonicalAddress(self) && c != canonicalAddress(m.opts.BindAddress) && !slices.Contains(seeds, s) {
 			seeds = append(seeds, s)
 		}
 	}
-	if len(seeds) == 0 {
-		m.log.Info("cluster: no seed but this silo: starting a new cluster")
-		return nil
-	}
 	for attempt := 1; ; attempt++ {
-		n, err := ml.Join(seeds)
-		if n > 0 {
-			m.log.Info("cluster: joined", "seeds", seeds, "answered", n, "attempts", attempt)
-			return nil
+		if len(seeds) == 0 {
+			m.log.Info("cluster: no seed but this silo: starting a new cluster")
+			return nil, nil
+		}
+		answered, err := 0, error(nil)
+		for _, s := range slices.Clone(seeds) {
+			n, joinErr := ml.Join([]string{s})
+			switch {
+			case n == 0:
+				err = joinErr
+			case ml.NumMembers() == 1:
+				// Only this silo answers for itself without bringing
+				// another member along: a seed given by a name of ours.
+				m.log.Info("cluster: seed is this silo; skipping it", "seed", s)
+				seeds = deleteAll(seeds, s)
+			default:
+				answered++
+			}
+		}
+		if answered > 0 {
+			m.log.Info("cluster: joined", "seeds", seeds, "answered", answered, "attempts", attempt)
+			return seeds, nil
+		}
+		if len(seeds) > 0 && m.opts.Bootstrap {
+			m.log.Warn("cluster: no seed answered; starting a new cluster, as Bootstrap asks", "seeds", seeds, "err", err)
+			return seeds, nil
+		}
+		if len(seeds) == 0 {
+			continue // every seed was this silo: it starts the cluster
+		}
+		if attempt == 1 {
+			m.log.Info("cluster: waiting for a seed to answer; a silo that names other seeds never starts a cluster alone", "seeds", seeds, "retry", m.opts.Timings.JoinRetryInterval)
 		}
 		m.log.Debug("cluster: no seed answered", "seeds", seeds, "attempt", attempt, "err", err)
 		wait := make(chan struct{})
@@ -172,12 +229,83 @@ func (m *Membership) join(ctx context.Context, ml *memberlist.Memberlist, self s
 		case <-wait:
 		case <-ctx.Done():
 			timer.Stop()
-			return fmt.Errorf("%w: no seed of %v answered in %d attempts: %w (last: %v)", ErrJoin, seeds, attempt, ctx.Err(), err)
+			return nil, fmt.Errorf("%w: no seed of %v answered in %d attempts: %w (last: %v)", ErrJoin, seeds, attempt, ctx.Err(), err)
 		case <-m.quit:
 			timer.Stop()
-			return ErrStopped
+			return nil, ErrStopped
 		}
 	}
+}
+
+// rejoinLoop dials, every Timings.RejoinInterval, what rejoinTargets says
+// is due, each address on a goroutine of its own so that one that drops
+// packets (and holds its dial for TCPTimeout) delays no other.
+func (m *Membership) rejoinLoop(ml *memberlist.Memberlist) {
+	defer m.rejoins.Done()
+	for {
+		wait := make(chan struct{})
+		timer := m.clock.AfterFunc(m.opts.Timings.RejoinInterval, func() { close(wait) })
+		select {
+		case <-wait:
+		case <-m.quit:
+			timer.Stop()
+			return
+		}
+		m.mu.Lock()
+		alive := make([]string, 0, len(m.mu.view.members))
+		for _, member := range m.mu.view.members {
+			alive = append(alive, member.GossipAddress)
+		}
+		var dials []string
+		for _, addr := range m.mu.rejoin.due(m.clock.Now(), alive) {
+			if !m.mu.dialling[addr] {
+				m.mu.dialling[addr] = true
+				dials = append(dials, addr)
+			}
+		}
+		m.mu.Unlock()
+		for _, addr := range dials {
+			m.rejoins.Add(1) // the loop's own count keeps the group above zero
+			go m.rejoin(ml, addr)
+		}
+	}
+}
+
+// rejoin dials one address; what it learns arrives as view events.
+func (m *Membership) rejoin(ml *memberlist.Memberlist, addr string) {
+	defer m.rejoins.Done()
+	n, err := ml.Join([]string{addr})
+	if n > 0 && !m.isLiveAddress(addr) {
+		// Across a healed partition the first exchange only tells each
+		// side that the other declared it dead, and each refutes with a
+		// higher incarnation; the second carries the refutations, which
+		// revive the members on both sides at once instead of a round
+		// later.
+		n, err = ml.Join([]string{addr})
+	}
+	if n == 0 {
+		m.log.Debug("cluster: rejoin dial failed", "address", addr, "err", err)
+	}
+	m.mu.Lock()
+	delete(m.mu.dialling, addr)
+	m.mu.Unlock()
+}
+
+// isLiveAddress reports whether a member of the view gossips at addr. A
+// name counts as live: no member's address can match it.
+func (m *Membership) isLiveAddress(addr string) bool {
+	if _, err := netip.ParseAddrPort(addr); err != nil {
+		return true
+	}
+	want := canonicalAddress(addr)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, member := range m.mu.view.members {
+		if canonicalAddress(member.GossipAddress) == want {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop leaves the cluster gracefully: it publishes StatusShuttingDown,
@@ -219,6 +347,9 @@ func (m *Membership) shutdown(ctx context.Context, graceful bool) error {
 			if graceful {
 				m.downErr = m.leave(ctx, ml)
 			}
+			// quit ended the loop's waits; a dial in flight ends within
+			// TCPTimeout.
+			m.rejoins.Wait()
 			if err := ml.Shutdown(); err != nil {
 				m.downErr = errors.Join(m.downErr, fmt.Errorf("cluster: shutting memberlist down: %w", err))
 			}
@@ -448,9 +579,22 @@ func (m *Membership) apply(change func(v *view) []Event) {
 		return
 	}
 	events := change(m.mu.view)
+	type back struct {
+		member Member
+		down   time.Duration
+	}
+	var backs []back
 	for _, e := range events {
 		if e.Kind == EventLeft || e.Kind == EventFailed {
 			m.leaveConfirmedLocked(e.Member.ID) // it will not confirm anything now
+		}
+		switch e.Kind {
+		case EventFailed:
+			m.mu.rejoin.memberFailed(e.Member.ID, e.Member.GossipAddress, m.clock.Now())
+		case EventJoined:
+			if f, ok := m.mu.rejoin.memberAlive(e.Member.ID); ok {
+				backs = append(backs, back{e.Member, m.clock.Now().Sub(f.since)})
+			}
 		}
 	}
 	if len(events) > 0 {
@@ -467,6 +611,10 @@ func (m *Membership) apply(change func(v *view) []Event) {
 		m.log.Log(context.Background(), level, "cluster: member "+e.Kind.String(),
 			"member", e.Member.ID, "generation", e.Member.Generation, "status", e.Member.Status,
 			"load", e.Member.Load, "version", e.Version)
+	}
+	for _, b := range backs {
+		m.log.Info("cluster: rejoined a member seen failed", "member", b.member.ID,
+			"generation", b.member.Generation, "failed_for", b.down.Round(time.Millisecond))
 	}
 }
 
@@ -575,6 +723,7 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 }
 
 func (d *delegate) alive(n *memberlist.Node) {
-	addr := n.Address()
-	(*Membership)(d).apply(func(v *view) []Event { return v.alive(n.Name, addr, n.Meta) })
+	m := (*Membership)(d)
+	addr, now := n.Address(), m.clock.Now()
+	m.apply(func(v *view) []Event { return v.alive(n.Name, addr, n.Meta, now) })
 }

@@ -65,11 +65,22 @@ type Options struct {
 	// differs from BindAddress (NAT, or binding 0.0.0.0). Default: derived by
 	// memberlist from BindAddress.
 	AdvertiseAddress string
-	// Seeds are gossip addresses (host:port) of silos to join. Start needs
-	// to reach at least one of them; seeds equal to this silo's own gossip
-	// address are skipped, and a silo with no other seed starts a new
-	// cluster.
+	// Seeds are gossip addresses (host:port) of silos to join. Give every
+	// silo the same list, itself included: a seed that is this silo is
+	// skipped, and Start waits until another seed answers, so a silo that
+	// restarts rejoins its cluster instead of forming one of its own. Only
+	// a silo whose seeds are all itself (or none) starts a new cluster; see
+	// Bootstrap for the exception. Once joined, the silo keeps dialling
+	// the seeds no live member gossips at, every Timings.RejoinInterval.
 	Seeds []string
+	// Bootstrap lets Start form a new cluster when no other seed answers
+	// its first round of dialling, instead of waiting for one: the way to
+	// rebuild a cluster whose other silos are gone for good (etcd's
+	// --initial-cluster-state new). Dangerous to leave on: a bootstrapping
+	// silo that restarts while its peers are unreachable (down, restarting
+	// or cut off) forms a second cluster beside theirs, and a grain may
+	// then run twice until the rejoin loop merges the two. Default false.
+	Bootstrap bool
 
 	// ClusterID keeps clusters apart: it travels as memberlist's label on
 	// every packet and stream, and silos drop what carries another. At most
@@ -140,6 +151,19 @@ type Timings struct {
 	// every member to confirm it saw the leave notice, and for the leave to
 	// be broadcast. Stop's context can shorten both.
 	LeaveTimeout time.Duration
+	// RejoinInterval is how often a joined silo dials (memberlist Join) the
+	// seeds and the members it saw fail whose addresses no live member
+	// gossips at. memberlist never contacts a member again once it stopped
+	// gossiping to the dead (GossipToTheDeadTime), so without these dials
+	// the two sides of a healed partition stay two clusters. After a heal,
+	// the sides become one view within about two RejoinIntervals and a few
+	// gossip rounds (docs/cluster.md).
+	RejoinInterval time.Duration
+	// RejoinWindow is how long after a member failed the silo still dials
+	// its gossip address, so that a silo gone for good is not dialled for
+	// ever; at most 64 failed members are remembered. Seeds are dialled for
+	// as long as they are not in the view. At least RejoinInterval.
+	RejoinWindow time.Duration
 }
 
 // LANTimings returns the default timings: memberlist's DefaultLANConfig
@@ -164,6 +188,8 @@ func LANTimings() Timings {
 		JoinRetryInterval:       time.Second,
 		MetaUpdateInterval:      time.Second,
 		LeaveTimeout:            5 * time.Second,
+		RejoinInterval:          2 * time.Second,
+		RejoinWindow:            10 * time.Minute,
 	}
 }
 
@@ -190,6 +216,8 @@ func FastTimings() Timings {
 		JoinRetryInterval:       20 * time.Millisecond,
 		MetaUpdateInterval:      20 * time.Millisecond,
 		LeaveTimeout:            500 * time.Millisecond,
+		RejoinInterval:          100 * time.Millisecond,
+		RejoinWindow:            time.Minute,
 	}
 }
 
@@ -232,6 +260,8 @@ func (t *Timings) ensureDefaults() {
 	setDuration(&t.JoinRetryInterval, lan.JoinRetryInterval)
 	setDuration(&t.MetaUpdateInterval, lan.MetaUpdateInterval)
 	setDuration(&t.LeaveTimeout, lan.LeaveTimeout)
+	setDuration(&t.RejoinInterval, lan.RejoinInterval)
+	setDuration(&t.RejoinWindow, lan.RejoinWindow)
 }
 
 // Validate reports every problem with o, each wrapping ErrInvalidOptions, or
@@ -316,6 +346,11 @@ func (t *Timings) validate() []error {
 	positive("JoinRetryInterval", t.JoinRetryInterval)
 	positive("MetaUpdateInterval", t.MetaUpdateInterval)
 	positive("LeaveTimeout", t.LeaveTimeout)
+	positive("RejoinInterval", t.RejoinInterval)
+	positive("RejoinWindow", t.RejoinWindow)
+	if t.RejoinInterval > 0 && t.RejoinWindow > 0 && t.RejoinWindow < t.RejoinInterval {
+		errs = append(errs, fmt.Errorf("%w: Timings.RejoinWindow %v is shorter than RejoinInterval %v: a failed member would never be dialled", ErrInvalidOptions, t.RejoinWindow, t.RejoinInterval))
+	}
 	return errs
 }
 

@@ -98,6 +98,11 @@ func TestValidateRejectsEachBadField(t *testing.T) {
 		"zero join retry interval":   func(o *Options) { o.Timings.JoinRetryInterval = 0 },
 		"negative meta interval":     func(o *Options) { o.Timings.MetaUpdateInterval = -time.Second },
 		"zero leave timeout":         func(o *Options) { o.Timings.LeaveTimeout = 0 },
+		"zero rejoin interval":       func(o *Options) { o.Timings.RejoinInterval = 0 },
+		"negative rejoin window":     func(o *Options) { o.Timings.RejoinWindow = -time.Second },
+		"rejoin window below the interval": func(o *Options) {
+			o.Timings.RejoinInterval, o.Timings.RejoinWindow = time.Second, time.Second-1
+		},
 	}
 	for name, breakIt := range cases {
 		o := validOptions()
@@ -115,8 +120,8 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	for _, p := range problems(err) {
 		assert.ErrorIs(t, p, ErrInvalidOptions)
 	}
-	// silo id, address, bind address, secret, and the 16 timings left zero.
-	assert.Len(t, problems(err), 4+16)
+	// silo id, address, bind address, secret, and the 18 timings left zero.
+	assert.Len(t, problems(err), 4+18)
 }
 
 func TestNewAppliesDefaultsAndTheClockForTheGeneration(t *testing.T) {

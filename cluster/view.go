@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 )
 
 // view is the deterministic core of Membership: it turns memberlist's
@@ -23,12 +24,12 @@ func newView(log *slog.Logger) *view {
 	return &view{log: log, members: map[string]Member{}, leaving: map[string]int64{}}
 }
 
-// alive applies memberlist's news that node name is alive with the given
-// metadata (NotifyJoin and NotifyUpdate alike) and returns the events it
-// caused.
-func (v *view) alive(name, gossipAddress string, meta []byte) []Event {
+// alive applies memberlist's news, at now, that node name is alive with the
+// given metadata (NotifyJoin and NotifyUpdate alike) and returns the events
+// it caused.
+func (v *view) alive(name, gossipAddress string, meta []byte, now time.Time) []Event {
 	old, visible := v.members[name]
-	m, err := memberFrom(name, gossipAddress, meta)
+	m, err := memberFrom(name, gossipAddress, meta, now)
 	if err != nil {
 		if !visible {
 			v.log.Warn("cluster: ignoring a member whose metadata cannot be read", "member", name, "gossip", gossipAddress, "err", err)
@@ -48,7 +49,11 @@ func (v *view) alive(name, gossipAddress string, meta []byte) []Event {
 		// that incarnation's activations and directory partition are gone.
 		events := v.remove(old, v.departure(old), nil)
 		return v.add(m, events)
-	case m == old:
+	}
+	if m.Status == old.Status {
+		m.Since = old.Since // load and addresses are no change of status
+	}
+	if m == old {
 		return nil
 	}
 	v.members[name] = m
@@ -112,8 +117,9 @@ func (v *view) snapshot() View {
 	return View{Version: v.version, Members: members}
 }
 
-// memberFrom builds a Member from what memberlist reports about a node.
-func memberFrom(name, gossipAddress string, meta []byte) (Member, error) {
+// memberFrom builds a Member from what memberlist reports about a node at
+// now.
+func memberFrom(name, gossipAddress string, meta []byte, now time.Time) (Member, error) {
 	if err := checkSiloID(name); err != nil {
 		return Member{}, err
 	}
@@ -129,5 +135,6 @@ func memberFrom(name, gossipAddress string, meta []byte) (Member, error) {
 		Status:        nm.Status,
 		Load:          nm.Load,
 		GossipAddress: gossipAddress,
+		Since:         now,
 	}, nil
 }

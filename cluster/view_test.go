@@ -3,10 +3,14 @@ package cluster
 import (
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// noTime is the time of changes in tests that do not look at Since.
+var noTime time.Time
 
 func metaOf(gen int64, status Status, load int64) []byte {
 	return encodeMeta(nodeMeta{Generation: gen, Address: "127.0.0.1:11111", Gateway: "127.0.0.1:30000", Status: status, Load: load})
@@ -33,14 +37,14 @@ func TestViewJoinsUpdatesAndVersionsMembers(t *testing.T) {
 	v := newView(slog.New(slog.DiscardHandler))
 	assert.Equal(t, View{}, v.snapshot())
 
-	events := v.alive("b", "127.0.0.1:7946", metaOf(1, StatusJoining, 0))
+	events := v.alive("b", "127.0.0.1:7946", metaOf(1, StatusJoining, 0), noTime)
 	assert.Equal(t, []Event{{EventJoined, memberOf("b", 1, StatusJoining, 0), 1}}, events)
-	events = v.alive("a", "127.0.0.1:7946", metaOf(2, StatusJoining, 0))
+	events = v.alive("a", "127.0.0.1:7946", metaOf(2, StatusJoining, 0), noTime)
 	assert.Equal(t, []Event{{EventJoined, memberOf("a", 2, StatusJoining, 0), 2}}, events)
 
-	events = v.alive("b", "127.0.0.1:7946", metaOf(1, StatusActive, 9))
+	events = v.alive("b", "127.0.0.1:7946", metaOf(1, StatusActive, 9), noTime)
 	assert.Equal(t, []Event{{EventUpdated, memberOf("b", 1, StatusActive, 9), 3}}, events)
-	assert.Empty(t, v.alive("b", "127.0.0.1:7946", metaOf(1, StatusActive, 9)), "nothing changed")
+	assert.Empty(t, v.alive("b", "127.0.0.1:7946", metaOf(1, StatusActive, 9), noTime), "nothing changed")
 
 	snap := v.snapshot()
 	assert.Equal(t, uint64(3), snap.Version)
@@ -54,9 +58,9 @@ func TestViewJoinsUpdatesAndVersionsMembers(t *testing.T) {
 
 func TestViewReportsADepartureAsLeftOnlyAfterANotice(t *testing.T) {
 	v := newView(slog.New(slog.DiscardHandler))
-	v.alive("a", "127.0.0.1:7946", metaOf(1, StatusActive, 0))
-	v.alive("b", "127.0.0.1:7946", metaOf(1, StatusShuttingDown, 0))
-	v.alive("c", "127.0.0.1:7946", metaOf(5, StatusActive, 0))
+	v.alive("a", "127.0.0.1:7946", metaOf(1, StatusActive, 0), noTime)
+	v.alive("b", "127.0.0.1:7946", metaOf(1, StatusShuttingDown, 0), noTime)
+	v.alive("c", "127.0.0.1:7946", metaOf(5, StatusActive, 0), noTime)
 
 	assert.True(t, v.markLeaving("a", 1))
 	assert.False(t, v.markLeaving("c", 4), "a notice from another incarnation")
@@ -69,14 +73,14 @@ func TestViewReportsADepartureAsLeftOnlyAfterANotice(t *testing.T) {
 	assert.Empty(t, v.snapshot().Members)
 
 	// A notice does not outlive the incarnation it was about.
-	v.alive("a", "127.0.0.1:7946", metaOf(1, StatusActive, 0))
+	v.alive("a", "127.0.0.1:7946", metaOf(1, StatusActive, 0), noTime)
 	assert.Equal(t, []EventKind{EventFailed}, kinds(v.gone("a")))
 }
 
 func TestViewReplacesAnIncarnationThatRestarted(t *testing.T) {
 	v := newView(slog.New(slog.DiscardHandler))
-	v.alive("a", "127.0.0.1:7946", metaOf(1, StatusActive, 3))
-	events := v.alive("a", "127.0.0.1:7946", metaOf(2, StatusJoining, 0))
+	v.alive("a", "127.0.0.1:7946", metaOf(1, StatusActive, 3), noTime)
+	events := v.alive("a", "127.0.0.1:7946", metaOf(2, StatusJoining, 0), noTime)
 	assert.Equal(t, []Event{
 		{EventFailed, memberOf("a", 1, StatusActive, 3), 2},
 		{EventJoined, memberOf("a", 2, StatusJoining, 0), 3},
@@ -84,14 +88,14 @@ func TestViewReplacesAnIncarnationThatRestarted(t *testing.T) {
 
 	// The same, after the old incarnation announced a leave.
 	v.markLeaving("a", 2)
-	assert.Equal(t, []EventKind{EventLeft, EventJoined}, kinds(v.alive("a", "127.0.0.1:7946", metaOf(3, StatusJoining, 0))))
+	assert.Equal(t, []EventKind{EventLeft, EventJoined}, kinds(v.alive("a", "127.0.0.1:7946", metaOf(3, StatusJoining, 0), noTime)))
 }
 
 func TestViewIgnoresAnOlderIncarnation(t *testing.T) {
 	log, rec := newRecorder()
 	v := newView(log)
-	v.alive("a", "127.0.0.1:7946", metaOf(5, StatusActive, 0))
-	assert.Empty(t, v.alive("a", "127.0.0.1:7946", metaOf(4, StatusActive, 7)))
+	v.alive("a", "127.0.0.1:7946", metaOf(5, StatusActive, 0), noTime)
+	assert.Empty(t, v.alive("a", "127.0.0.1:7946", metaOf(4, StatusActive, 7), noTime))
 	m, _ := v.member("a")
 	assert.Equal(t, int64(5), m.Generation)
 	assert.Len(t, rec.find(func(r logRecord) bool { return r.level == slog.LevelWarn && r.attrs["member"] == "a" }), 1)
@@ -104,17 +108,47 @@ func TestViewLeavesOutMembersItCannotRead(t *testing.T) {
 		return len(rec.find(func(r logRecord) bool { return r.level == slog.LevelWarn && r.attrs["member"] == member }))
 	}
 
-	assert.Empty(t, v.alive("garbled", "127.0.0.1:7946", []byte{0xde, 0xad}))
-	assert.Empty(t, v.alive("has space", "127.0.0.1:7946", metaOf(1, StatusActive, 0)))
+	assert.Empty(t, v.alive("garbled", "127.0.0.1:7946", []byte{0xde, 0xad}, noTime))
+	assert.Empty(t, v.alive("has space", "127.0.0.1:7946", metaOf(1, StatusActive, 0), noTime))
 	assert.Equal(t, 1, warnings("garbled"))
 	assert.Equal(t, 1, warnings("has space"))
 	assert.Equal(t, uint64(0), v.snapshot().Version)
 
 	// It becomes visible once it publishes something readable.
-	assert.Equal(t, []EventKind{EventJoined}, kinds(v.alive("garbled", "127.0.0.1:7946", metaOf(1, StatusActive, 0))))
+	assert.Equal(t, []EventKind{EventJoined}, kinds(v.alive("garbled", "127.0.0.1:7946", metaOf(1, StatusActive, 0), noTime)))
 
 	// A visible member that turns unreadable can no longer be trusted.
-	assert.Equal(t, []EventKind{EventFailed}, kinds(v.alive("garbled", "127.0.0.1:7946", []byte{metaVersion, 0})))
+	assert.Equal(t, []EventKind{EventFailed}, kinds(v.alive("garbled", "127.0.0.1:7946", []byte{metaVersion, 0}, noTime)))
 	assert.Equal(t, 2, warnings("garbled"))
 	assert.Empty(t, v.snapshot().Members)
+}
+
+// A member's Since is when the view began to show it in its status: a
+// join, a new status or a new incarnation move it; load and address
+// updates do not.
+func TestViewTimesEachMembersLastChangeOfStatus(t *testing.T) {
+	v := newView(slog.New(slog.DiscardHandler))
+	at := func(s int) time.Time { return time.Unix(1000+int64(s), 0) }
+	since := func() time.Time {
+		m, ok := v.member("a")
+		require.True(t, ok)
+		return m.Since
+	}
+
+	events := v.alive("a", "127.0.0.1:7946", metaOf(1, StatusJoining, 0), at(0))
+	assert.Equal(t, at(0), events[0].Member.Since, "the event carries it")
+	assert.Equal(t, at(0), since())
+
+	events = v.alive("a", "127.0.0.1:7946", metaOf(1, StatusActive, 0), at(5))
+	assert.Equal(t, []EventKind{EventUpdated}, kinds(events))
+	assert.Equal(t, at(5), since(), "announced active")
+
+	assert.Equal(t, []EventKind{EventUpdated}, kinds(v.alive("a", "127.0.0.1:7946", metaOf(1, StatusActive, 7), at(9))))
+	assert.Equal(t, []EventKind{EventUpdated}, kinds(v.alive("a", "127.0.0.1:7947", metaOf(1, StatusActive, 7), at(10))))
+	assert.Equal(t, at(5), since(), "load and gossip address are no change of status")
+	assert.Empty(t, v.alive("a", "127.0.0.1:7947", metaOf(1, StatusActive, 7), at(11)), "nothing changed")
+
+	assert.Equal(t, []EventKind{EventFailed, EventJoined}, kinds(v.alive("a", "127.0.0.1:7947", metaOf(2, StatusActive, 0), at(20))))
+	assert.Equal(t, at(20), since(), "a new incarnation, even in the same status")
+	assert.Equal(t, at(20), v.snapshot().Members[0].Since, "snapshots carry it")
 }

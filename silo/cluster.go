@@ -61,9 +61,9 @@ type linkCaller struct{ *rpc.Endpoint }
 // directoryHost is what the directory asks of the activation host.
 type directoryHost struct{ s *Silo }
 
-func (h directoryHost) Active() []actor.GrainID {
+func (h directoryHost) Registered() []actor.GrainID {
 	if host := h.s.host.Load(); host != nil {
-		return host.Active()
+		return host.Registered()
 	}
 	return nil
 }
@@ -93,15 +93,10 @@ func (s *Silo) newLinkEndpoint(h *host.Host, interner *wire.Interner, c *transpo
 // seeds, takes the directory's view, and announces the silo active.
 func (s *Silo) joinCluster(ctx context.Context, h *host.Host, interner *wire.Interner, gateway net.Listener) error {
 	co := s.opts.Cluster
-	linkListener, err := transport.Listen(co.SiloAddress, s.opts.linkTransport(s.gen, false), func(c *transport.Conn) transport.Handler {
-		return s.acceptLink(c, s.newLinkEndpoint(h, interner, c))
-	}, transport.WithLogger(s.log))
+	linkListener, err := s.listenForLinks(h, interner, co.SiloAddress)
 	if err != nil {
-		return fmt.Errorf("silo: listen for silos: %w", err)
+		return err
 	}
-	s.mu.Lock()
-	s.mu.linkListener = linkListener
-	s.mu.Unlock()
 	address := co.AdvertiseAddress
 	if address == "" {
 		address = linkListener.Addr().String()
@@ -124,7 +119,10 @@ func (s *Silo) joinCluster(ctx context.Context, h *host.Host, interner *wire.Int
 	s.members = members
 	view, sub := members.Subscribe()
 	s.applyView(view)
-	s.goBackground(func(ctx context.Context) { s.watchMembership(ctx, sub) })
+	if !s.goBackground(func(ctx context.Context) { s.watchMembership(ctx, sub) }) {
+		sub.Close()
+		return fmt.Errorf("silo: join: %w", ErrStopping)
+	}
 	s.startFence(members)
 	if err := members.SetStatus(cluster.StatusActive); err != nil {
 		return fmt.Errorf("silo: join: %w", err)
@@ -139,6 +137,21 @@ func (s *Silo) joinCluster(ctx context.Context, h *host.Host, interner *wire.Int
 	s.log.Info("joined the cluster", slog.String("cluster", s.opts.Security.ClusterID),
 		slog.String("gossip", members.GossipAddress()), slog.String("silo_address", address), slog.Any("peers", peers))
 	return nil
+}
+
+// listenForLinks listens at addr for links from other silos: silos only,
+// which must prove the cluster secret or pass the link listener's TLS.
+func (s *Silo) listenForLinks(h *host.Host, interner *wire.Interner, addr string) (*transport.Listener, error) {
+	l, err := transport.Listen(addr, s.opts.linkTransport(s.gen, false), func(c *transport.Conn) transport.Handler {
+		return s.acceptLink(c, s.newLinkEndpoint(h, interner, c))
+	}, transport.WithLogger(s.log))
+	if err != nil {
+		return nil, fmt.Errorf("silo: listen for silos: %w", err)
+	}
+	s.mu.Lock()
+	s.mu.linkListener = l
+	s.mu.Unlock()
+	return l, nil
 }
 
 // viewWithSelf is the membership view with this silo's status as it just

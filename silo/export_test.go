@@ -10,6 +10,23 @@ import (
 // by hand.
 func WithLocator(l rpc.Locator) Option { return func(d *deps) { d.locator = l } }
 
+// ListenForLinks opens the listener for other silos of a silo that is not
+// in a cluster, for tests that link silos by hand, and returns its address.
+func (s *Silo) ListenForLinks() (string, error) {
+	h := s.host.Load()
+	if h == nil {
+		return "", ErrNotStarted
+	}
+	s.mu.Lock()
+	interner := s.mu.interner
+	s.mu.Unlock()
+	l, err := s.listenForLinks(h, interner, "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	return l.Addr().String(), nil
+}
+
 // LinkTo connects s to the silo named name, listening at addr, by hand.
 func (s *Silo) LinkTo(ctx context.Context, name, addr string) error { return s.link(ctx, name, addr) }
 

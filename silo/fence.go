@@ -253,5 +253,7 @@ func (s *Silo) startFence(members *cluster.Membership) {
 		src = s.deps.reachability(s.opts.Name, members)
 	}
 	_, sub := members.Subscribe()
-	s.goBackground(func(ctx context.Context) { s.watchFence(ctx, src, sub) })
+	if !s.goBackground(func(ctx context.Context) { s.watchFence(ctx, src, sub) }) {
+		sub.Close() // stopping already
+	}
 }

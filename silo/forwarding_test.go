@@ -59,9 +59,15 @@ func startPairLocating(t testing.TB, back bool, wrap func(*rpc.StaticLocator) rp
 		})
 	}
 	ctx := context.Background()
-	require.NoError(t, p.silos[0].LinkTo(ctx, "silo-1", p.silos[1].GatewayAddr().String()))
+	var links [2]string
+	for i, s := range p.silos {
+		addr, err := s.ListenForLinks()
+		require.NoError(t, err)
+		links[i] = addr
+	}
+	require.NoError(t, p.silos[0].LinkTo(ctx, "silo-1", links[1]))
 	if back {
-		require.NoError(t, p.silos[1].LinkTo(ctx, "silo-0", p.silos[0].GatewayAddr().String()))
+		require.NoError(t, p.silos[1].LinkTo(ctx, "silo-0", links[0]))
 	}
 	return p
 }

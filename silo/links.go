@@ -79,8 +79,11 @@ func (s *Silo) LinkLater(silo string, done func(*rpc.Endpoint, error)) {
 	dialing := s.mu.dialing[silo]
 	s.mu.dialing[silo] = true
 	s.mu.Unlock()
-	if !dialing {
-		s.goBackground(func(ctx context.Context) { s.dialPeer(ctx, silo) })
+	if dialing {
+		return
+	}
+	if !s.goBackground(func(ctx context.Context) { s.dialPeer(ctx, silo) }) {
+		s.answerLinkWaiters(silo, nil, fmt.Errorf("%w: %s: %w", ErrNoLink, silo, ErrStopping))
 	}
 }
 
@@ -105,6 +108,12 @@ func (s *Silo) ensureLink(ctx context.Context, silo string) (*rpc.Endpoint, erro
 // gives, and answers whoever waits for the link.
 func (s *Silo) dialPeer(ctx context.Context, silo string) {
 	ep, err := s.dialLink(ctx, silo)
+	s.answerLinkWaiters(silo, ep, err)
+}
+
+// answerLinkWaiters ends a dial of silo: whoever waits for the link gets
+// ep or err.
+func (s *Silo) answerLinkWaiters(silo string, ep *rpc.Endpoint, err error) {
 	s.mu.Lock()
 	delete(s.mu.dialing, silo)
 	waiting := s.mu.linkWaiters[silo]
@@ -200,7 +209,7 @@ func (s *Silo) dropLink(l *link, final rpc.EndpointStats) {
 // retireLink closes a link no new call uses, once the calls it carries
 // both ways are done (or a while has passed).
 func (s *Silo) retireLink(l *link) {
-	s.goBackground(func(ctx context.Context) {
+	started := s.goBackground(func(ctx context.Context) {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		deadline := time.After(30 * time.Second)
@@ -220,6 +229,9 @@ func (s *Silo) retireLink(l *link) {
 		s.log.Debug("closing a second link to the same silo", slog.String("peer", l.peer))
 		_ = l.ep.Conn().Close()
 	})
+	if !started {
+		_ = l.ep.Conn().Close() // the silo stops: nothing waits for its calls
+	}
 }
 
 // closeLinks closes every link to another silo.
@@ -250,23 +262,32 @@ func (s *Silo) closeLinksExcept(keep map[string]int64) {
 	}
 }
 
-// goBackground runs fn on a goroutine the silo owns, joined by Stop.
-func (s *Silo) goBackground(fn func(ctx context.Context)) {
+// goBackground runs fn on a goroutine the silo owns, joined by Stop, and
+// reports whether it did: once stopBackground has begun it starts nothing,
+// so that no Add of the group races its Wait.
+func (s *Silo) goBackground(fn func(ctx context.Context)) bool {
 	s.bgMu.Lock()
 	defer s.bgMu.Unlock()
+	if s.bgStopped {
+		return false
+	}
 	if s.bgDone == nil {
 		s.bgDone, s.bgCancel = context.WithCancel(context.Background())
 	}
+	ctx := s.bgDone
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		fn(s.bgDone)
+		fn(ctx)
 	}()
+	return true
 }
 
-// stopBackground ends the silo's background work and waits for it.
+// stopBackground ends the silo's background work and waits for it; from
+// then on goBackground refuses new work.
 func (s *Silo) stopBackground() {
 	s.bgMu.Lock()
+	s.bgStopped = true
 	if s.bgCancel != nil {
 		s.bgCancel()
 	}
@@ -274,10 +295,21 @@ func (s *Silo) stopBackground() {
 	s.bg.Wait()
 }
 
+// reopenBackground lets a Start retried after a failed one run background
+// work again. The failed Start's stopBackground has returned by then, so
+// no goroutine of the group is left.
+func (s *Silo) reopenBackground() {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	s.bgStopped = false
+	s.bgDone, s.bgCancel = nil, nil
+}
+
 // background holds the silo's own goroutines (dialling, retiring links).
 type background struct {
-	bgMu     sync.Mutex
-	bg       sync.WaitGroup
-	bgDone   context.Context // ends with the silo: the parent of its own work, not a caller's
-	bgCancel context.CancelFunc
+	bgMu      sync.Mutex
+	bg        sync.WaitGroup
+	bgStopped bool            // stopBackground has begun: no new work
+	bgDone    context.Context // ends with the silo: the parent of its own work, not a caller's
+	bgCancel  context.CancelFunc
 }

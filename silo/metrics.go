@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/granary-go/granary/cluster"
 	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/metrics"
 )
@@ -83,10 +84,16 @@ func (s *Silo) metricStats() metrics.Stats {
 	st := s.Stats()
 	st.Gateway.Add(st.ClosedGateway)
 	st.Links.Add(st.ClosedLinks)
+	view := s.ClusterView()
 	return metrics.Stats{
 		Host: st.Host, Calls: st.Calls, Gateway: st.Gateway, Clients: st.Clients,
 		Links: st.Links, Directory: st.Directory, Flusher: st.Flusher,
 		Fenced: st.Fence.Fenced, Refused: st.Fence.Refused,
+		Members: metrics.MemberCounts{
+			Joining:      view.Count(cluster.StatusJoining),
+			Active:       view.Count(cluster.StatusActive),
+			ShuttingDown: view.Count(cluster.StatusShuttingDown),
+		},
 	}
 }
 

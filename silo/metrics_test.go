@@ -131,7 +131,7 @@ func TestReadyFollowsStartAndStop(t *testing.T) {
 	defer nobody.Close()
 	s, err := silo.New(silo.Options{Name: "lonely", GatewayAddress: "127.0.0.1:0", Cluster: silo.ClusterOptions{
 		Enabled: true, Seeds: []string{nobody.LocalAddr().String()}, Timings: cluster.FastTimings(),
-	}}, silo.WithLogger(quiet))
+	}, Security: silo.Security{Secret: []byte("a secret of at least 16 bytes")}}, silo.WithLogger(quiet))
 	require.NoError(t, err)
 	require.ErrorIs(t, s.Ready(), silo.ErrNotStarted)
 

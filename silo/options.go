@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/cluster"
 	"github.com/granary-go/granary/internal/directory"
@@ -69,17 +70,29 @@ type Options struct {
 }
 
 // Security says who may connect to a silo. Every connection, a client's or
-// another silo's, starts with a handshake that checks the cluster id and,
-// when a secret is set, that the peer knows it (proved by an HMAC over the
-// handshake, never sent). docs/security.md has the details.
+// another silo's, starts with a handshake that checks the cluster id and
+// the peer's credential, proved by an HMAC over the handshake and never
+// sent. Silos and clients hold different kinds of credential: silos the
+// cluster secret (or a silo certificate), clients tokens of their own (or a
+// client certificate), which never let them act as a silo. The gateway
+// admits clients only and the listener for other silos silos only.
+// docs/security.md has the details.
 type Security struct {
 	// ClusterID names the cluster; a peer that names another is refused.
 	// Default "granary".
 	ClusterID string
-	// Secret, when set, is required of every peer, clients included, and
-	// encrypts the cluster's gossip. At least 16 bytes; 32 random bytes are
-	// a good choice.
+	// Secret, when set, is the silos' credential: every silo that links to
+	// this one proves it, and it encrypts the cluster's gossip. Clients
+	// never prove it (give them ClientTokens). At least 16 bytes; 32 random
+	// bytes are a good choice. A silo of a cluster needs it unless LinkTLS
+	// asks the other silos for certificates.
 	Secret []byte
+	// ClientTokens, when set, are the credentials of the clients: the
+	// gateway then admits only a client that proves one of them (or shows
+	// a TLS client certificate that TLS verified), and the token's Rights
+	// go with every call the client makes. Empty (the default) admits every
+	// client, with no rights.
+	ClientTokens []ClientToken
 	// TLS, when set, is the server configuration of the gateway and, unless
 	// LinkTLS is set, of the listener for other silos; for mutual TLS, set
 	// ClientAuth and ClientCAs.
@@ -93,6 +106,30 @@ type Security struct {
 	// of a cluster whose link listener uses TLS (LinkTLS, or else TLS)
 	// sets DialTLS, and one whose link listener does not leaves it unset.
 	DialTLS *tls.Config
+}
+
+// ClientToken is a client's credential: the client proves Secret in the
+// handshake under Name (client.Options.Token), and its calls carry Rights.
+type ClientToken struct {
+	// Name identifies the token, in logs and to grains. 1 to 128 bytes of
+	// UTF-8, unique among the tokens.
+	Name string
+	// Secret is what the client proves: 16 to 1024 bytes; 32 random bytes
+	// are a good choice.
+	Secret []byte
+	// Rights are what the client may do beyond calling grains; see
+	// actor.Rights. None by default.
+	Rights actor.Rights
+}
+
+// clientToken looks up a token's secret for the gateway's handshake.
+func (s *Security) clientToken(name string) ([]byte, bool) {
+	for i := range s.ClientTokens {
+		if t := &s.ClientTokens[i]; t.Name == name {
+			return t.Secret, true
+		}
+	}
+	return nil, false
 }
 
 // linkServerTLS is the server configuration of the listener for other
@@ -306,9 +343,11 @@ func (o *Options) Validate() error {
 		if (o.Security.linkServerTLS() == nil) != (o.Security.DialTLS == nil) {
 			c.Bad("Security.DialTLS", "and Security.LinkTLS (or TLS) must be set together in a cluster: links are dialled with DialTLS to listeners that use TLS")
 		}
+		o.Security.validateSiloCredential(&c)
 	} else if o.Security.LinkTLS != nil {
 		c.Bad("Security.LinkTLS", "is for the listener for other silos, which only a silo of a cluster has")
 	}
+	o.Security.validateClientTokens(&c)
 	for _, server := range []struct {
 		name string
 		tls  *tls.Config
@@ -350,6 +389,11 @@ const linkMaxInFlight = 1 << 16
 // only, idle ones closed.
 func (o *Options) gatewayTransport(gen int64) transport.Options {
 	t := o.transport()
+	t.ClusterSecret = nil // the silos' credential: a client never proves it
+	if len(o.Security.ClientTokens) > 0 {
+		t.Listener.ClientTokens = o.Security.clientToken
+		t.Listener.RequireClientCredential = true
+	}
 	t.Identity = transport.Identity{Role: transport.RoleSilo, SiloID: o.Name, Generation: gen, ClusterID: o.Security.ClusterID}
 	t.Listener.AcceptRoles = []transport.Role{transport.RoleClient}
 	t.Listener.MaxConnections = o.Limits.MaxConnections

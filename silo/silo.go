@@ -83,6 +83,7 @@ type Silo struct {
 		starting                   bool
 		started                    bool
 		stopped                    bool
+		since                      time.Time   // when starting, started or stopped last changed
 		attached                   []io.Closer // instruments attached by metrics.Attach
 
 		gatewayClosed chan struct{} // closed once the gateway has closed
@@ -204,12 +205,16 @@ func (s *Silo) Start(ctx context.Context) error {
 		return ErrStopping
 	}
 	s.mu.starting = true
+	s.mu.since = s.deps.clock.Now()
 	kinds, types := slices.Clone(s.mu.kinds), slices.Clone(s.mu.types)
 	s.mu.Unlock()
 	err := s.start(ctx, kinds, types)
 	s.mu.Lock()
 	s.mu.starting = false
 	s.mu.started = err == nil
+	if s.mu.started {
+		s.mu.since = s.deps.clock.Now()
+	}
 	s.mu.Unlock()
 	return err
 }
@@ -251,6 +256,7 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 			_ = gateway.Close()
 		}
 		s.unjoin()
+		s.reopenBackground()
 		s.host.Store(nil)
 		_ = h.Stop(ctx)
 		_ = s.flusher.Stop(ctx)
@@ -298,13 +304,12 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 
 // serveGateway accepts clients on ln.
 func (s *Silo) serveGateway(h *host.Host, interner *wire.Interner, ln net.Listener) (*transport.Listener, error) {
-	opts := s.opts.gatewayTransport(s.gen)
-	if !s.opts.Cluster.Enabled {
-		opts.Listener.AcceptRoles = nil // silos linked by hand come in through the gateway
-	}
-	return transport.Serve(ln, opts, func(c *transport.Conn) transport.Handler {
-		if c.Peer().Role == transport.RoleSilo {
-			return s.acceptLink(c, s.newLinkEndpoint(h, interner, c))
+	// Clients only, whether or not the silo is in a cluster: a silo's
+	// connection bypasses the limits and reaches the system services, so it
+	// comes in on the link listener, which asks for a silo's credential.
+	return transport.Serve(ln, s.opts.gatewayTransport(s.gen), func(c *transport.Conn) transport.Handler {
+		if c.Peer().Role != transport.RoleClient {
+			return nil // the handshake admits clients only; this is a second lock
 		}
 		ep := rpc.NewEndpoint(s.opts.clientEndpoint(s.rejected), s.inbound(h), interner, s.deps.clock, s.log)
 		ep.Attach(c)
@@ -453,6 +458,7 @@ func (s *Silo) Stop(ctx context.Context) error {
 		first := !s.mu.starting && !s.mu.stopped
 		if first {
 			s.mu.stopped = true
+			s.mu.since = s.deps.clock.Now()
 		}
 		s.mu.Unlock()
 		if first {
@@ -461,6 +467,9 @@ func (s *Silo) Stop(ctx context.Context) error {
 		return nil
 	}
 	first := !s.mu.stopped
+	if first {
+		s.mu.since = s.deps.clock.Now()
+	}
 	s.mu.stopped = true
 	host := s.host.Load()
 	s.mu.Unlock()

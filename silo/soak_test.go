@@ -52,7 +52,7 @@ const (
 	soakMaxParkedWorkers = 256
 )
 
-var soakSecret = []byte("the soak's cluster secret, 32 b!")
+var soakToken = &client.Token{Name: "soak", Secret: []byte("the soak's client token, 32 b!!!")}
 
 // Valid traffic and every malformed kind of the network edge, at once, on
 // one gateway: every valid call is answered with success, no acknowledged
@@ -70,7 +70,7 @@ func TestSoakValidTrafficSurvivesEveryMalformedKind(t *testing.T) {
 			MaxInFlight: soakMaxInFlight, ActivationRate: 1, ActivationBurst: soakBurst,
 			HandshakeTimeout: time.Second, MinReadRate: 1 << 10, ReadRateWindow: 400 * time.Millisecond,
 		},
-		Security: silo.Security{Secret: soakSecret},
+		Security: silo.Security{ClientTokens: []silo.ClientToken{{Name: soakToken.Name, Secret: soakToken.Secret}}},
 	}, silo.WithLogger(quiet), silo.WithStore(store))
 	require.NoError(t, err)
 	require.NoError(t, testgrain.RegisterCounterGrain(s, testgrain.New(nil)))
@@ -144,7 +144,7 @@ func TestSoakValidTrafficSurvivesEveryMalformedKind(t *testing.T) {
 		"refused activations":   st.Host.RefusedActivations,
 		"version":               int64(st.GatewayListener.HandshakeVersion),
 		"cluster id":            int64(st.GatewayListener.HandshakeCluster),
-		"secret":                int64(st.GatewayListener.HandshakeSecret),
+		"token":                 int64(st.GatewayListener.HandshakeCredential),
 		"handshake never sent":  int64(st.GatewayListener.HandshakeTimeout),
 		"frame over the limit":  int64(st.GatewayListener.FrameTooLarge),
 		"truncated frame":       int64(st.GatewayListener.Truncated),
@@ -216,7 +216,7 @@ type validClient struct {
 }
 
 func startValidClient(t *testing.T, addr string, i int) *validClient {
-	c, err := client.New(client.Options{Gateways: []string{addr}, Secret: soakSecret, ResponseTimeout: 10 * time.Second},
+	c, err := client.New(client.Options{Gateways: []string{addr}, Token: soakToken, ResponseTimeout: 10 * time.Second},
 		client.WithLogger(quiet))
 	require.NoError(t, err)
 	require.NoError(t, c.Connect(context.Background()))
@@ -372,8 +372,10 @@ var hostileKinds = []hostileKind{
 	{"wrong cluster id", func(h *hostile) error {
 		return h.refusedHandshake(func(o *transport.Options) { o.Identity.ClusterID = "another-cluster" }, transport.ErrClusterMismatch)
 	}},
-	{"wrong secret", func(h *hostile) error {
-		return h.refusedHandshake(func(o *transport.Options) { o.ClusterSecret = []byte("not the secret, but long enough") }, transport.ErrSecretMismatch)
+	{"wrong token", func(h *hostile) error {
+		return h.refusedHandshake(func(o *transport.Options) {
+			o.Token = &transport.Token{Name: soakToken.Name, Secret: []byte("not the token, but long enough")}
+		}, transport.ErrCredentialRefused)
 	}},
 	{"bad UTF-8 key", func(h *hostile) error {
 		return h.badRequest(func(env *wire.Envelope) { env.GrainKey = "bad-\xff" }, wire.StatusBadRequest)
@@ -515,8 +517,8 @@ func isConnectionEnd(err error) bool {
 // options are a valid client's transport settings.
 func (h *hostile) options() transport.Options {
 	return transport.Options{
-		Identity:      transport.Identity{Role: transport.RoleClient, ClusterID: silo.DefaultClusterID},
-		ClusterSecret: soakSecret,
+		Identity: transport.Identity{Role: transport.RoleClient, ClusterID: silo.DefaultClusterID},
+		Token:    &transport.Token{Name: soakToken.Name, Secret: soakToken.Secret},
 	}
 }
 

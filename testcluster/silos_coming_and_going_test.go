@@ -183,7 +183,12 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 			}
 		}
 		require.NoError(t, err, "%s answers", id)
-		assert.Equal(t, 1, c.Activations(id), "%s has one activation", id)
+		// A false death (a live silo's stall outlasting its suspicion)
+		// may leave a duplicate that the owner resolves only once it sees
+		// the silo again, on a goroutine of its own (docs/cluster.md,
+		// Duplicates): the views have converged, so it is on its way.
+		assert.Eventually(t, func() bool { return c.Activations(id) == 1 }, 10*time.Second, 10*time.Millisecond,
+			"%s has one activation", id)
 		total += len(acks[g])
 		k, killed := lastKill[g]
 		if !killed {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/granary-go/granary/bench"
 	"github.com/granary-go/granary/bench/peer"
@@ -28,6 +29,7 @@ const (
 func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("granary-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(fs) }
 	var (
 		cfg                    bench.Config
 		gubernator             string
@@ -37,19 +39,22 @@ func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bo
 	err := errors.Join(
 		cfg.Bind(fs, lookupEnv),
 		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&gubernator), "gubernator", EnvGubernator,
-			"the gubernator peer's binary (default: built from "+peer.GubernatorModule+" when found)"),
+			"the gubernator peer's `binary` (default: built from "+peer.GubernatorModule+" when found)"),
 		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&redisServer), "redis-server", EnvRedisServer,
-			"the redis-server binary the redis_rate peer runs"),
+			"the redis-server `binary` the redis_rate peer runs"),
 		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&cpuProfile), "cpuprofile", EnvCPUProfile,
-			"write a CPU profile of the whole run to this file"),
+			"write a CPU profile of the whole run to this `file`"),
 		bench.BindEnv(fs, lookupEnv, bench.StringFlag(&memProfile), "memprofile", EnvMemProfile,
-			"write an allocation profile of the whole run to this file"),
+			"write an allocation profile of the whole run to this `file`"),
 	)
 	if err != nil {
 		fmt.Fprintln(stderr, "granary-bench:", err)
 		return 2
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // the usage was printed, as asked
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -78,6 +83,34 @@ func Main(ctx context.Context, args []string, lookupEnv func(string) (string, bo
 		fmt.Fprintln(stderr, "granary-bench:", err)
 	}
 	return bench.ExitCode(err)
+}
+
+// usage prints what the command does and every flag with its values.
+func usage(fs *flag.FlagSet) {
+	fmt.Fprintf(fs.Output(), `usage: granary-bench [flags]
+
+Measures granary's rate-limiting grains: every case of the matrix (algorithm x
+scenario x caller context) on a two-silo cluster in this process, and with
+-peers the same workload on the peers, in the same run. It prints a table of
+the figures to stdout (or writes the JSON report, -output) and a progress line
+per repetition to stderr. docs/performance.md explains each figure.
+
+Systems (-systems): %s, %s.
+
+Exit status: 0 when every case succeeded, 1 when one failed (an operation not
+granted, a call that failed, a grain that moved), 2 for bad flags.
+
+Each flag's environment variable sets its default; a flag given wins.
+
+Flags:
+`, bench.Granary, strings.Join(peerNames(), ", "))
+	fs.PrintDefaults()
+}
+
+// peerNames are the names of the peers, as -systems takes them.
+func peerNames() []string {
+	return []string{peer.NewEcho().Name(), peer.NewProtoActor().Name(), peer.XRate{}.Name(),
+		peer.NewRedisRate("").Name(), peer.NewGubernator("", "").Name()}
 }
 
 // startProfiles starts the CPU profile when cpu names a file, and returns

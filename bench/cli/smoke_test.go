@@ -3,9 +3,11 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -129,4 +131,38 @@ func TestBadInputExitsWithTwo(t *testing.T) {
 			assert.Empty(t, stdout, "nothing measured")
 		})
 	}
+}
+
+// -h says what the command does, lists every flag with its values, and
+// exits 0; a bad flag still exits 2.
+func TestHelpListsEveryFlagAndItsValuesAndExitsZero(t *testing.T) {
+	for _, arg := range []string{"-h", "--help"} {
+		code, stdout, stderr := run(t, env{}, arg)
+		require.Equal(t, 0, code, arg)
+		assert.Empty(t, stdout, arg)
+		assert.Contains(t, stderr, "usage: granary-bench [flags]", arg)
+		assert.Contains(t, stderr, "Measures granary's rate-limiting grains", arg)
+		assert.Contains(t, stderr, "Exit status: 0", arg)
+
+		var cfg bench.Config
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		require.NoError(t, cfg.Bind(fs, env{}.lookup))
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		for _, name := range append(names, "gubernator", "redis-server", "cpuprofile", "memprofile") {
+			assert.Regexp(t, `(?m)^  -`+regexp.QuoteMeta(name)+`( |$)`, stderr, "%s lists -%s", arg, name)
+		}
+		for _, a := range bench.Algorithms {
+			assert.Contains(t, stderr, string(a), "the algorithm %s", a)
+		}
+		for _, s := range bench.Scenarios {
+			assert.Contains(t, stderr, string(s), "the scenario %s", s)
+		}
+		for _, system := range []string{bench.Granary, "transport-echo", "protoactor", "xrate", "redis_rate", "gubernator"} {
+			assert.Contains(t, stderr, system, "the system %s", system)
+		}
+		assert.Contains(t, stderr, "false|true|both")
+	}
+	code, _, stderr := run(t, env{}, "--no-such-flag")
+	assert.Equal(t, 2, code, stderr)
 }

@@ -73,7 +73,8 @@ func startProcess(t *testing.T, bin, name, seed string, extra ...string) (*proce
 	t.Helper()
 	p := &process{name: name, gateway: freeAddr(t), exited: make(chan error, 1)}
 	gossip := freeAddr(t)
-	args := []string{"-name", name, "-gateway", p.gateway, "-silo-address", freeAddr(t), "-gossip", gossip, "-timings", "fast"}
+	args := []string{"-name", name, "-gateway", p.gateway, "-silo-address", freeAddr(t), "-gossip", gossip, "-timings", "fast",
+		"-secret-file", writeFile(t, "cluster.secret", "the cluster's secret of 32 bytes")}
 	if seed != "" {
 		args = append(args, "-seeds", seed)
 	}

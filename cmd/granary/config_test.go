@@ -58,7 +58,8 @@ ratelimit:
 // named configurations.
 func TestConfigFileSetsSiloAndLimiters(t *testing.T) {
 	path := writeFile(t, "granary.yaml", yamlConfig)
-	cfg, err := parseConfig([]string{"-config", path}, devNull(t))
+	secret := writeFile(t, "cluster.secret", "a cluster secret of 32 bytes!!!!")
+	cfg, err := parseConfig([]string{"-config", path, "-secret-file", secret}, devNull(t))
 	require.NoError(t, err)
 	assert.Equal(t, "from-file", cfg.silo.Name)
 	assert.Equal(t, "127.0.0.1:0", cfg.silo.GatewayAddress)

@@ -1,7 +1,8 @@
 // Command granary runs a silo: the rate-limiting grains (grains/ratelimit)
 // and the example counter grain, a gateway for clients, and an HTTP port
-// serving the rate-limit API, /healthz, /readyz, /metrics (Prometheus text
-// format) and /debug/pprof/. It prints where it listens and stops
+// serving the rate-limit API, /healthz, /readyz, /cluster (the silos it
+// sees, in JSON), /metrics (Prometheus text format) and /debug/pprof/. It
+// prints where it listens and stops
 // gracefully on Ctrl-C (SIGINT) or SIGTERM: /readyz fails, the HTTP port
 // drains, then the silo stops.
 //
@@ -18,7 +19,12 @@
 // -store (GRANARY_STORE) chooses where grain state lives: memory, lost
 // when the process exits, or Redis, shared by every silo pointed at the
 // same server (see docs/persistence.md). The silo logs which store it uses
-// at start, and refuses to start if Redis does not answer.
+// at start, and refuses to start if Redis does not answer; a silo of a
+// cluster on the memory store warns that state and limits reset when a
+// silo dies or a grain moves.
+//
+// -expect-silos (GRANARY_EXPECT_SILOS) keeps /readyz at 503 while the silo
+// sees fewer active silos, itself included.
 //
 // docs/operations.md lists every setting and metric, explains /readyz, and
 // runs a three-silo cluster on one machine.

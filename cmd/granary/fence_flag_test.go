@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,7 +21,9 @@ func siloOptionsOf(t *testing.T, args ...string) (*siloFlags, error) {
 }
 
 func TestFenceMinSilosSetsTheFenceAndZeroTurnsItOff(t *testing.T) {
-	cluster := []string{"-silo-address", "127.0.0.1:0", "-gateway", "127.0.0.1:0"}
+	secret := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("a secret of the cluster, long enough"), 0o600))
+	cluster := []string{"-silo-address", "127.0.0.1:0", "-gateway", "127.0.0.1:0", "-secret-file", secret}
 	for _, tc := range []struct {
 		args     []string
 		disabled bool

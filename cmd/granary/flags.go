@@ -131,6 +131,7 @@ type siloFlags struct {
 	store         string
 	http          string
 	shutdownDelay time.Duration
+	expectSilos   int
 
 	apiDisableChanges bool
 }
@@ -150,14 +151,15 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&o.Cluster.AdvertiseGossipAddress, "advertise-gossip", "GRANARY_ADVERTISE_GOSSIP", "", "the gossip address other silos use, when it differs")
 	s.stringVar(&f.seeds, "seeds", "GRANARY_SEEDS", "", "gossip addresses of silos to join, comma-separated (none: start a new cluster)")
 	s.stringVar(&o.Security.ClusterID, "cluster-id", "GRANARY_CLUSTER_ID", silo.DefaultClusterID, "the cluster's name: silos and clients of another are refused")
-	s.stringVar(&f.secretFile, "secret-file", "GRANARY_SECRET_FILE", "", "a file holding the cluster's secret (16 bytes or more), required of every silo and client")
+	s.stringVar(&f.secretFile, "secret-file", "GRANARY_SECRET_FILE", "", "a file holding the cluster's secret (16 bytes or more): the silos' credential, required of every silo of a cluster, never given to clients")
 	s.stringVar(&f.timings, "timings", "GRANARY_TIMINGS", "lan", "failure detection profile: lan, or fast (one machine, tests)")
 	s.intVar(&f.fenceMinSilos, "fence-min-silos", "GRANARY_FENCE_MIN_SILOS", fence.DefaultMinSilos, "the minority fence: in a cluster of at least this many silos, a silo that cannot reach a majority refuses calls and is not ready (0: no fence)")
 	s.durationVar(&f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
 	s.stringVar(&f.store, "store", storeEnv, "memory", "where grain state lives: memory, or redis://[[user]:password@]host:port/db[?prefix=granary:] (rediss:// for TLS)")
-	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /metrics, /debug/pprof/ (host:port; none: no HTTP port)")
+	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /cluster, /metrics, /debug/pprof/ (host:port; none: no HTTP port)")
 	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", false, "the rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options; named configurations still work")
 	s.durationVar(&f.shutdownDelay, "shutdown-delay", "GRANARY_SHUTDOWN_DELAY", 0, "how long /readyz answers 503 after a stop signal before the HTTP port closes, for load balancers to notice")
+	s.intVar(&f.expectSilos, "expect-silos", "GRANARY_EXPECT_SILOS", 0, "/readyz answers 503 while this silo sees fewer active silos, itself included (0: no minimum)")
 	return f
 }
 
@@ -175,6 +177,12 @@ func (f *siloFlags) options() (silo.Options, error) {
 	}
 	if f.shutdownDelay >= f.stopTimeout && f.stopTimeout > 0 {
 		bad("-shutdown-delay %v leaves nothing of -stop-timeout %v for the stop itself", f.shutdownDelay, f.stopTimeout)
+	}
+	if f.expectSilos < 0 {
+		bad("-expect-silos must not be negative, got %d", f.expectSilos)
+	}
+	if f.expectSilos > 1 && o.Cluster.SiloAddress == "" {
+		bad("-expect-silos %d needs -silo-address: a silo alone sees only itself", f.expectSilos)
 	}
 	if err := checkHTTPAddress(f.http); err != nil {
 		errs = append(errs, err)

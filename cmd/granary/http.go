@@ -19,9 +19,11 @@ import (
 )
 
 // readiness is what /readyz answers from: the silo's own readiness until
-// the process is asked to stop.
+// the process is asked to stop, and the silos it sees against
+// -expect-silos.
 type readiness struct {
 	silo     interface{ Ready() error }
+	expected expectedSilos
 	stopping atomic.Bool
 }
 
@@ -32,7 +34,10 @@ func (r *readiness) ready() error {
 	if r.stopping.Load() {
 		return errProcessStopping
 	}
-	return r.silo.Ready()
+	if err := r.silo.Ready(); err != nil {
+		return err
+	}
+	return r.expected.check()
 }
 
 // serveReadyz answers 200 "ready" while the silo serves, 503 with the

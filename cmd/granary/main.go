@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	}
 	defer store.close()
 	log.Info("grain state store", "store", store.describe)
+	warnMemoryStoreInCluster(log, cfg.silo, cfg.flags.store)
 
 	siloOpts := []silo.Option{silo.WithLogger(log), silo.WithStore(store.Store)}
 	var prom *prometheusMetrics
@@ -107,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ready := &readiness{silo: s}
+	ready := &readiness{silo: s, expected: expectedSilos{n: cfg.flags.expectSilos, view: s}}
 	var port *httpPort
 	if prom != nil {
 		// Listening before the silo starts: /healthz answers and /readyz
@@ -117,6 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 			return err
 		}
 		mux := newMux(apiPath, api, ready, prom.handler)
+		handleCluster(mux, s)
 		if port, err = listenHTTP(cfg.flags.http, mux, log); err != nil {
 			return err
 		}

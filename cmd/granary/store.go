@@ -11,6 +11,7 @@ import (
 
 	"github.com/granary-go/granary/persistence"
 	"github.com/granary-go/granary/persistence/redisstore"
+	"github.com/granary-go/granary/silo"
 )
 
 // storeEnv is the environment variable of the -store flag.
@@ -66,6 +67,18 @@ func openStore(ctx context.Context, spec string, log *slog.Logger) (*siloStore, 
 		return nil, fmt.Errorf("-store %s: %w", store, err)
 	}
 	return &siloStore{Store: store, describe: store.String(), close: store.Close}, nil
+}
+
+// warnMemoryStoreInCluster warns, once at start, a silo of a cluster that
+// keeps its state in memory: what a silo's grains hold, the limiters'
+// counts among it, starts again from nothing when the silo dies or a
+// grain moves to another silo.
+func warnMemoryStoreInCluster(log *slog.Logger, opts silo.Options, spec string) {
+	if !opts.Cluster.Enabled || spec != "memory" {
+		return
+	}
+	log.Warn("the memory store in a cluster: grain state and rate limits reset when a silo dies or a grain moves to another silo; "+
+		"share one store with -store redis://host:port/db (docs/ratelimit.md)", "store", spec)
 }
 
 // redisLogger passes go-redis's log lines to the silo's logger.

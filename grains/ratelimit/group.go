@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -10,12 +11,13 @@ import (
 // group holds its leases (or is acquiring them): release it first.
 var ErrGroupAcquired = errors.New("ratelimit: the group is acquired; release it first")
 
-// Group makes several limiters one decision: Acquire takes one permit from
-// each, in order, and succeeds only when all of them grant it; on the first
-// rejection or error it releases what it took (concurrency permits come
-// back; what a time-based limiter granted stays spent, as any time-based
-// lease's quota does). A group is acquired once until it is released. It
-// is safe for concurrent use.
+// Group makes several limiters one decision: Acquire takes one permit
+// from each, all at once (one call per limiter, concurrently), and
+// succeeds only when all of them grant it; when any refuses or fails, what
+// the others granted is given back (concurrency permits released,
+// time-based permits refunded as far as the algorithm can; see
+// AcquireMany). A group is acquired once until it is released. It is
+// safe for concurrent use.
 type Group struct {
 	mu struct {
 		sync.Mutex
@@ -56,14 +58,22 @@ func (g *Group) Len() int {
 	return len(g.mu.limiters)
 }
 
-// Acquire takes one permit from every limiter, in order, with each
-// limiter's AcquireAndConfigure. When all grant it, it returns an acquired
-// lease for the whole group, whose Release releases the group. Otherwise
-// it releases the leases taken so far and returns the first rejected lease,
-// or the first error (ctx's error when ctx ends). A second Acquire before
+// Acquire takes one permit from every limiter with each limiter's
+// AcquireAndConfigure, all at once, as one decision (AcquireMany). When
+// all grant it, it returns an acquired lease for the whole group, whose
+// Release releases the group. Otherwise it gives back what was granted
+// and returns the first rejected lease in the group's order, or the
+// first error (ctx's error when ctx ends). A second Acquire before
 // Release fails at once with ErrGroupAcquired, also while the first is
 // still running.
-func (g *Group) Acquire(ctx context.Context) (*Lease, error) {
+func (g *Group) Acquire(ctx context.Context) (*Lease, error) { return g.take(ctx, false) }
+
+// TryAcquire is Acquire with each limiter's TryAcquire: no member waits in
+// its queue, so the group's answer comes without any wait for permits.
+func (g *Group) TryAcquire(ctx context.Context) (*Lease, error) { return g.take(ctx, true) }
+
+// take takes one permit from every limiter, all or nothing.
+func (g *Group) take(ctx context.Context, try bool) (*Lease, error) {
 	g.mu.Lock()
 	if g.mu.acquiring || g.mu.acquired {
 		g.mu.Unlock()
@@ -74,29 +84,26 @@ func (g *Group) Acquire(ctx context.Context) (*Lease, error) {
 	limiters := g.mu.limiters
 	g.mu.Unlock()
 
-	leases := make([]*Lease, 0, len(limiters))
+	acquisitions := make([]Acquisition, len(limiters))
+	for i, l := range limiters {
+		acquisitions[i] = Acquisition{Limiter: l, Permits: 1}
+	}
+	outcomes, ok := AcquireMany(ctx, ManyOptions{Try: try}, acquisitions...)
+	var leases []*Lease
 	var failed *Lease
 	var err error
-	for _, l := range limiters {
-		var lease *Lease
-		lease, err = l.AcquireAndConfigure(ctx, 1)
-		if err != nil {
-			break
+	for _, o := range outcomes {
+		switch {
+		case o.Err != nil:
+			err = cmp.Or(err, o.Err)
+		case !o.Lease.Acquired():
+			failed = cmp.Or(failed, o.Lease)
+		case ok:
+			leases = append(leases, o.Lease)
 		}
-		if !lease.Acquired() {
-			failed = lease
-			break
-		}
-		leases = append(leases, lease)
 	}
-	if err == nil && failed == nil {
+	if !ok && err == nil && failed == nil {
 		err = ctx.Err() // a caller that gave up does not get the group
-	}
-	ok := err == nil && failed == nil
-	if !ok {
-		// Leases come back even when ctx has ended: that is what ended.
-		releaseAll(context.WithoutCancel(ctx), leases)
-		leases = nil
 	}
 
 	g.mu.Lock()

@@ -34,6 +34,9 @@ type Limiter interface {
 	Acquire(ctx context.Context, permits int64) (*Lease, error)
 	// AcquireAndConfigure takes permits under the holder's bound options.
 	AcquireAndConfigure(ctx context.Context, permits int64) (*Lease, error)
+	// TryAcquire takes permits only if they are free now; see
+	// Holder.TryAcquire.
+	TryAcquire(ctx context.Context, permits int64) (*Lease, error)
 	// Statistics returns the grain's counters.
 	Statistics(ctx context.Context) (Statistics, error)
 	// Reset gives the limiter its full quota back, keeping its options.
@@ -46,7 +49,9 @@ type Limiter interface {
 
 // methodSet holds the methods of one limiter grain type.
 type methodSet struct {
-	acquire, acquireWith, release, statistics    *proxy.MethodDesc
+	acquire, acquireWith, tryAcquire, release    *proxy.MethodDesc
+	statistics                                   *proxy.MethodDesc
+	refund                                       *proxy.MethodDesc // nil for the concurrency limiter
 	configure, configuration, reset, deleteState *proxy.MethodDesc
 	tryReplenish                                 *proxy.MethodDesc // nil for the concurrency limiter
 }
@@ -62,7 +67,7 @@ func methodsOf(svc *proxy.ServiceDesc) methodSet {
 		return nil
 	}
 	return methodSet{
-		acquire: named("Acquire"), acquireWith: named("AcquireAndCheckConfiguration"), release: named("Release"),
+		acquire: named("Acquire"), acquireWith: named("AcquireAndCheckConfiguration"), tryAcquire: named("TryAcquire"), release: named("Release"), refund: named("Refund"),
 		statistics: named("Statistics"), configure: named("Configure"), configuration: named("Configuration"),
 		reset: named("Reset"), deleteState: named("DeleteState"), tryReplenish: named("TryReplenish"),
 	}
@@ -76,38 +81,55 @@ type kind[O Options] struct {
 	toWire    func(O) proto.Message
 	fromWire  func(proto.Message) (O, bool)
 	// request is AcquireAndCheckConfiguration's request for permits under
-	// options encoded by toWire.
-	request func(permits int64, options proto.Message) proto.Message
+	// options encoded by toWire (nil: the grain's current ones), refundable
+	// or not.
+	request func(permits int64, options proto.Message, refundable bool) proto.Message
+	// tryOne is the request for one permit under the grain's current
+	// options, shared by every TryAcquire of an unbound holder.
+	tryOne proto.Message
+	// plain is the request for permits under the grain's current options.
+	plain func(permits int64) proto.Message
+	// refunds says whether the grain type takes refunds (the time-based
+	// ones).
+	refunds bool
 }
 
 // newKind describes the algorithm served by svc, whose options O travel as
 // P and whose AcquireAndCheckConfiguration takes R.
-func newKind[O Options, P, R proto.Message](svc *proxy.ServiceDesc, toWire func(O) P, fromWire func(P) (O, bool), request func(int64, P) R) *kind[O] {
+func newKind[O Options, P, R proto.Message](svc *proxy.ServiceDesc, toWire func(O) P, fromWire func(P) (O, bool), request func(int64, P, bool) R) *kind[O] {
+	var none P // no options: the grain's current ones
+	methods := methodsOf(svc)
 	return &kind[O]{
+		tryOne:    request(1, none, false),
+		plain:     func(n int64) proto.Message { return request(n, none, false) },
+		refunds:   methods.refund != nil,
 		grainType: svc.Name,
-		methods:   methodsOf(svc),
+		methods:   methods,
 		toWire:    func(o O) proto.Message { return toWire(o) },
 		fromWire:  func(m proto.Message) (O, bool) { return fromWire(m.(P)) },
-		request:   func(n int64, o proto.Message) proto.Message { return request(n, o.(P)) },
+		request: func(n int64, o proto.Message, refundable bool) proto.Message {
+			p, _ := o.(P) // nil: no options
+			return request(n, p, refundable)
+		},
 	}
 }
 
 var (
 	concurrencyKind = newKind(pb.ConcurrencyLimiterService, contract.ConcurrencyToWire, contract.ConcurrencyFromWire,
-		func(n int64, o *pb.ConcurrencyOptions) *pb.ConcurrencyAcquireRequest {
-			return &pb.ConcurrencyAcquireRequest{Permits: n, Options: o}
+		func(n int64, o *pb.ConcurrencyOptions, refundable bool) *pb.ConcurrencyAcquireRequest {
+			return &pb.ConcurrencyAcquireRequest{Permits: n, Options: o, Refundable: refundable}
 		})
 	fixedWindowKind = newKind(pb.FixedWindowLimiterService, contract.FixedWindowToWire, contract.FixedWindowFromWire,
-		func(n int64, o *pb.FixedWindowOptions) *pb.FixedWindowAcquireRequest {
-			return &pb.FixedWindowAcquireRequest{Permits: n, Options: o}
+		func(n int64, o *pb.FixedWindowOptions, refundable bool) *pb.FixedWindowAcquireRequest {
+			return &pb.FixedWindowAcquireRequest{Permits: n, Options: o, Refundable: refundable}
 		})
 	slidingWindowKind = newKind(pb.SlidingWindowLimiterService, contract.SlidingWindowToWire, contract.SlidingWindowFromWire,
-		func(n int64, o *pb.SlidingWindowOptions) *pb.SlidingWindowAcquireRequest {
-			return &pb.SlidingWindowAcquireRequest{Permits: n, Options: o}
+		func(n int64, o *pb.SlidingWindowOptions, refundable bool) *pb.SlidingWindowAcquireRequest {
+			return &pb.SlidingWindowAcquireRequest{Permits: n, Options: o, Refundable: refundable}
 		})
 	tokenBucketKind = newKind(pb.TokenBucketLimiterService, contract.TokenBucketToWire, contract.TokenBucketFromWire,
-		func(n int64, o *pb.TokenBucketOptions) *pb.TokenBucketAcquireRequest {
-			return &pb.TokenBucketAcquireRequest{Permits: n, Options: o}
+		func(n int64, o *pb.TokenBucketOptions, refundable bool) *pb.TokenBucketAcquireRequest {
+			return &pb.TokenBucketAcquireRequest{Permits: n, Options: o, Refundable: refundable}
 		})
 )
 
@@ -116,6 +138,7 @@ var (
 type grainRef struct {
 	ref     proxy.Ref
 	release *proxy.MethodDesc
+	refund  *proxy.MethodDesc // nil for the concurrency limiter
 }
 
 // Holder is the client side of one limiter grain (an algorithm and a key):
@@ -137,6 +160,9 @@ type Holder[O Options] struct {
 	boundErr error         // Validate's verdict on the bound options
 	boundOne proto.Message // the request for one permit under them, shared by every call
 	boundP   proto.Message // the bound options, encoded once
+	// boundRefundable is boundOne, refundable: what a decision over many
+	// limits sends.
+	boundRefundable proto.Message
 }
 
 var (
@@ -149,12 +175,13 @@ var (
 var acquireOne = &pb.AcquireRequest{Permits: 1}
 
 func newHolder[O Options](c proxy.Caller, key string, k *kind[O], bound []O) *Holder[O] {
-	h := &Holder[O]{grain: &grainRef{ref: proxy.NewRef(c, k.grainType, key), release: k.methods.release}, kind: k}
+	h := &Holder[O]{grain: &grainRef{ref: proxy.NewRef(c, k.grainType, key), release: k.methods.release, refund: k.methods.refund}, kind: k}
 	if len(bound) > 0 {
 		h.bound, h.hasBound = bound[0], true
 		h.boundErr = validate(bound[0])
 		h.boundP = k.toWire(bound[0])
-		h.boundOne = k.request(1, h.boundP)
+		h.boundOne = k.request(1, h.boundP, false)
+		h.boundRefundable = k.request(1, h.boundP, true)
 	}
 	return h
 }
@@ -217,7 +244,7 @@ func (h *Holder[O]) ForKey(key string) *Holder[O] {
 		holder Holder[O]
 		grain  grainRef
 	}{holder: *h}
-	both.grain = grainRef{ref: proxy.NewRef(h.grain.ref.Caller(), h.kind.grainType, key), release: h.kind.methods.release}
+	both.grain = grainRef{ref: proxy.NewRef(h.grain.ref.Caller(), h.kind.grainType, key), release: h.kind.methods.release, refund: h.kind.methods.refund}
 	both.holder.grain = &both.grain
 	return &both.holder
 }
@@ -268,9 +295,43 @@ func (h *Holder[O]) AcquireAndConfigure(ctx context.Context, permits int64) (*Le
 	}
 	in := h.boundOne
 	if permits != 1 {
-		in = h.kind.request(permits, h.boundP)
+		in = h.kind.request(permits, h.boundP, false)
 	}
 	return h.acquire(ctx, h.kind.methods.acquireWith, in)
+}
+
+// TryAcquire takes permits only if the limiter grants them now, as .NET's
+// AttemptAcquire does: it never waits in the limiter's queue, whatever the
+// queue's room, so the answer comes in the grain's turn and the call arms
+// no timer there. A rejection is a lease whose Acquired reports false,
+// with the metadata of an attempt: RETRY_AFTER for the time-based
+// limiters, no reason phrase for the concurrency limiter. A zero-permit
+// attempt takes nothing and succeeds when any permit is free. Under
+// OldestFirst an attempt fails while anything is queued, even with
+// permits free; under NewestFirst it is served as the newest request.
+//
+// With bound options, the grain installs them first when they differ and
+// nothing waits; when they differ while acquisitions wait, the attempt is
+// rejected at once rather than wait for the change. An acquired
+// concurrency lease needs Release as any other.
+func (h *Holder[O]) TryAcquire(ctx context.Context, permits int64) (*Lease, error) {
+	if err := precheck(ctx, permits); err != nil {
+		return nil, err
+	}
+	var in proto.Message
+	switch {
+	case h.hasBound && h.boundErr != nil:
+		return nil, h.boundErr
+	case h.hasBound && permits == 1:
+		in = h.boundOne
+	case h.hasBound:
+		in = h.kind.request(permits, h.boundP, false)
+	case permits == 1:
+		in = h.kind.tryOne
+	default:
+		in = h.kind.plain(permits)
+	}
+	return h.acquire(ctx, h.kind.methods.tryAcquire, in)
 }
 
 // AcquireAndCheckConfiguration takes permits under options o, or under the
@@ -287,7 +348,43 @@ func (h *Holder[O]) AcquireAndCheckConfiguration(ctx context.Context, permits in
 	if err := validate(o); err != nil {
 		return nil, err
 	}
-	return h.acquire(ctx, h.kind.methods.acquireWith, h.kind.request(permits, h.kind.toWire(o)))
+	return h.acquire(ctx, h.kind.methods.acquireWith, h.kind.request(permits, h.kind.toWire(o), false))
+}
+
+// acquireForDecision is AcquireAndConfigure (try false) or TryAcquire (try
+// true) as part of a decision over many limits: a time-based grant is
+// refundable, so that the decision can give it back when another limit
+// refuses.
+func (h *Holder[O]) acquireForDecision(ctx context.Context, permits int64, try bool) (*Lease, error) {
+	if !h.kind.refunds {
+		if try {
+			return h.TryAcquire(ctx, permits)
+		}
+		return h.AcquireAndConfigure(ctx, permits)
+	}
+	if err := precheck(ctx, permits); err != nil {
+		return nil, err
+	}
+	var in proto.Message
+	switch {
+	case h.hasBound && h.boundErr != nil:
+		return nil, h.boundErr
+	case h.hasBound && permits == 1:
+		in = h.boundRefundable
+	case h.hasBound:
+		in = h.kind.request(permits, h.boundP, true)
+	default:
+		in = h.kind.request(permits, nil, true)
+	}
+	m := h.kind.methods.acquireWith
+	if try {
+		m = h.kind.methods.tryAcquire
+	}
+	l, err := h.acquire(ctx, m, in)
+	if l != nil {
+		l.refundable = true
+	}
+	return l, err
 }
 
 // precheck refuses what would never reach the grain: a context that is

@@ -74,6 +74,9 @@ type Lease struct {
 	md       pb.LeaseMetadata // decoded in place: one allocation per lease
 	grain    *grainRef        // the reference of the holder that acquired the lease
 	released atomic.Bool
+	// refundable says that the grain keeps what a refund of the lease
+	// needs (a time-based lease taken for a decision over many limits).
+	refundable bool
 
 	group      *Group // set for a group's lease, which releases the group
 	generation uint64
@@ -179,6 +182,22 @@ func (l *Lease) String() string {
 		return fmt.Sprintf("acquired (lease %d of %s)", l.md.LeaseId, l.Owner())
 	}
 	return l.Err().Error()
+}
+
+// refund gives back the permits of a refundable time-based lease, once,
+// and reports how many came back (see the limiter's Refund rules). A
+// lease that is not refundable, not acquired or refunded already sends
+// nothing. When the call fails the lease stays unrefunded.
+func (l *Lease) refund(ctx context.Context) (int64, error) {
+	if !l.refundable || !l.md.Acquired || l.grain == nil || l.grain.refund == nil || !l.released.CompareAndSwap(false, true) {
+		return 0, nil
+	}
+	out := new(pb.RefundReply)
+	if err := l.grain.ref.Invoke(ctx, l.grain.refund, &pb.RefundRequest{LeaseId: l.md.LeaseId}, out); err != nil {
+		l.released.Store(false)
+		return 0, err
+	}
+	return out.Refunded, nil
 }
 
 // releaseMethods are the Release methods of the grain types, for a lease

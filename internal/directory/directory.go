@@ -71,8 +71,11 @@ type Peers interface {
 
 // Host is what the directory needs of this silo's activation host.
 type Host interface {
-	// Active lists the grains active here.
-	Active() []actor.GrainID
+	// Registered lists the grains whose activation here holds their
+	// registration, or may: registering, activating or active. A rebuild
+	// that counted only the active ones would miss an activation that won
+	// its registration from an owner that then died, and place a second.
+	Registered() []actor.GrainID
 	// Deactivate deactivates the grain's activation here, if any.
 	Deactivate(id actor.GrainID) bool
 }

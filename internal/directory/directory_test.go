@@ -32,14 +32,18 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 type fakeHost struct {
 	mu          sync.Mutex
 	active      map[actor.GrainID]bool
+	activating  map[actor.GrainID]bool // won their registration, not yet serving
 	deactivated []actor.GrainID
 }
 
-func (h *fakeHost) Active() []actor.GrainID {
+func (h *fakeHost) Registered() []actor.GrainID {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var ids []actor.GrainID
 	for id := range h.active {
+		ids = append(ids, id)
+	}
+	for id := range h.activating {
 		ids = append(ids, id)
 	}
 	return ids
@@ -49,14 +53,16 @@ func (h *fakeHost) Deactivate(id actor.GrainID) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.deactivated = append(h.deactivated, id)
-	ok := h.active[id]
+	ok := h.active[id] || h.activating[id]
 	delete(h.active, id)
+	delete(h.activating, id)
 	return ok
 }
 
 func (h *fakeHost) activate(id actor.GrainID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	delete(h.activating, id)
 	h.active[id] = true
 }
 
@@ -113,7 +119,7 @@ func newFakeCluster(t *testing.T, ids ...string) *fakeCluster {
 }
 
 func (c *fakeCluster) add(id string, gen int64) *fakeSilo {
-	s := &fakeSilo{id: id, gen: gen, host: &fakeHost{active: make(map[actor.GrainID]bool)}}
+	s := &fakeSilo{id: id, gen: gen, host: &fakeHost{active: make(map[actor.GrainID]bool), activating: make(map[actor.GrainID]bool)}}
 	s.dir = New(Options{Self: ring.Silo{ID: id, Generation: gen}, CallTimeout: 2 * time.Second, HandoffWait: 200 * time.Millisecond},
 		peersOf{c}, s.host, c.clock, quiet)
 	c.t.Cleanup(s.dir.Close)
@@ -187,6 +193,17 @@ func (c *fakeCluster) kill(id string) {
 
 func register(t *testing.T, s *fakeSilo, id actor.GrainID) string {
 	t.Helper()
+	w := registerOnly(t, s, id)
+	if w == "" {
+		s.host.activate(id)
+	}
+	return w
+}
+
+// registerOnly registers s's activation of id and leaves it activating
+// when it wins: it holds the registration, and does not serve yet.
+func registerOnly(t *testing.T, s *fakeSilo, id actor.GrainID) string {
+	t.Helper()
 	done := make(chan string, 1)
 	s.dir.Register(id, func(winner string, err error) {
 		require.NoError(t, err)
@@ -195,7 +212,9 @@ func register(t *testing.T, s *fakeSilo, id actor.GrainID) string {
 	select {
 	case w := <-done:
 		if w == "" {
-			s.host.activate(id)
+			s.host.mu.Lock()
+			s.host.activating[id] = true
+			s.host.mu.Unlock()
 		}
 		return w
 	case <-time.After(10 * time.Second):
@@ -338,6 +357,24 @@ func TestARangeOfADeadOwnerIsRebuiltFromWhatSilosHost(t *testing.T) {
 	assert.Zero(t, a.dir.Stats().Conflicts+cc.dir.Stats().Conflicts)
 	assert.Empty(t, a.host.deactivated, "nothing that lived on a live silo was deactivated")
 	assert.Empty(t, cc.host.deactivated)
+}
+
+// An activation that won its registration and is still activating (loading
+// its state, in OnActivate) when the grain's owner dies is part of the
+// range's rebuild: a later registration elsewhere loses to it. A rebuild
+// that asked only for what serves missed it, and a second activation
+// served beside it once it finished activating.
+func TestARebuildKeepsAnActivationThatWonAndStillActivates(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	a, cc := c.all()[0], c.all()[2]
+	id := grainsOwnedBy("b", 1, "a", "b", "c")[0]
+	require.Empty(t, registerOnly(t, a, id), "a's activation wins at b, and starts activating")
+	c.kill("b")
+	assert.Equal(t, "a", register(t, cc, id), "the rebuilt entry holds a's activation: c's loses")
+	assert.Equal(t, "a", locate(t, cc, id, ""), "and lookups find a's")
+	a.host.activate(id)
+	assert.Equal(t, "a", locate(t, a, id, ""))
+	assert.Empty(t, a.host.deactivated, "a's activation, the first, is not told to go")
 }
 
 // A silo that leaves gracefully hands its range over first: the new

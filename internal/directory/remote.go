@@ -283,10 +283,11 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 	d.release(ranges)
 }
 
-// hosted lists this silo's activations whose hash lies in ranges.
+// hosted lists this silo's activations whose hash lies in ranges, every
+// one that holds or may hold its registration (Host.Registered).
 func (d *Directory) hosted(ranges []ring.Range) []*directorypb.Entry {
 	var out []*directorypb.Entry
-	for _, id := range d.host.Active() {
+	for _, id := range d.host.Registered() {
 		h := ring.Hash(id)
 		for _, r := range ranges {
 			if r.Contains(h) {

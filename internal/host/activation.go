@@ -59,6 +59,7 @@ type activation struct {
 	gone       atomic.Bool   // no more posts: the actor is stopping
 	doing      atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
 	serving    atomic.Bool   // the core is active: the grain activated and has not deactivated
+	claiming   atomic.Bool   // the core claims the grain's registration (core.claims)
 	touched    atomic.Bool   // a request ran since the collector last looked
 	lastActive atomic.Int64  // unix nanos when the collector last saw activity
 
@@ -165,9 +166,9 @@ func (a *activation) onBatch(first *Request) {
 // end their steps, and when their outcome is known at once the core's next
 // step follows in the same turn.
 func (a *activation) apply(effects []effect) {
-	defer func() { a.serving.Store(a.core.active()) }()
+	defer a.publishState()
 	for len(effects) > 0 {
-		a.serving.Store(a.core.active())
+		a.publishState()
 		var next []effect
 		for _, e := range effects {
 			switch e.kind {
@@ -185,6 +186,13 @@ func (a *activation) apply(effects []effect) {
 		}
 		effects = next
 	}
+}
+
+// publishState makes the core's state visible outside turns: to IsActive
+// and Active (serving), and to Registered (claiming).
+func (a *activation) publishState() {
+	a.serving.Store(a.core.active())
+	a.claiming.Store(a.core.claims())
 }
 
 // do carries out one effect other than registering and activating.

@@ -205,3 +205,18 @@ func (c *core) drain(kind effectKind) {
 
 // active reports whether requests run now.
 func (c *core) active() bool { return c.state == stateActive }
+
+// claims reports whether the activation holds the grain's registration in
+// the directory, or may: it asked and has not heard back (the owner may
+// have decided for it and died before answering), or it won and is still
+// activating, or it is active. A directory that rebuilds a range after its
+// owner died must count these, not only the active ones: one that is
+// still activating serves soon, and a second activation placed meanwhile
+// would serve beside it.
+func (c *core) claims() bool {
+	switch c.state {
+	case stateRegistering, stateActivating, stateActive:
+		return true
+	}
+	return false
+}

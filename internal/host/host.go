@@ -489,6 +489,22 @@ func (h *Host) Active() []actor.GrainID {
 	return ids
 }
 
+// Registered lists the grains whose activation here holds their
+// registration in the directory, or may: besides the active ones, those
+// still registering and those that won and still activate (core.claims).
+// It is what a directory rebuilding a range asks of each silo.
+func (h *Host) Registered() []actor.GrainID {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	ids := make([]actor.GrainID, 0, h.mu.acts.len())
+	for a := range h.mu.acts.all {
+		if a.claiming.Load() {
+			ids = append(ids, a.id)
+		}
+	}
+	return ids
+}
+
 // Deactivate asks the activation of id to deactivate after its current
 // turn (one still registering, once it is active). It reports whether the
 // grain had an activation here.

@@ -31,6 +31,13 @@ type Stats struct {
 	Flusher   persistence.FlusherStats // the state writes
 	Fenced    bool                     // the minority fence is up
 	Refused   int64                    // grain calls refused while the fence was up
+	Members   MemberCounts             // the cluster as this silo acts on it
+}
+
+// MemberCounts are the silos of the cluster, this one included, by the
+// state this silo acts on for each (silo.MemberView.State).
+type MemberCounts struct {
+	Joining, Active, ShuttingDown int
 }
 
 // Attribute keys.
@@ -43,6 +50,7 @@ const (
 	keyDirection  = attribute.Key("direction")  // in or out
 	keyReason     = attribute.Key("reason")
 	keyResult     = attribute.Key("result")
+	keyState      = attribute.Key("state")
 )
 
 // unknownMethod names the method of calls whose id the contract does not
@@ -235,6 +243,16 @@ var observed = []instrument[Stats]{
 		Name: "granary.fence.refused", Unit: "{call}", kind: counter,
 		Description: "Grain calls this silo refused (unavailable) while the minority fence was up.",
 		observe:     func(st *Stats, emit emit) { emit(st.Refused) },
+	},
+	{
+		Name: "granary.cluster.members", Unit: "{silo}", kind: upDown,
+		Description: "Silos of the cluster as this silo sees it, itself included, by state (joining, active, shutting-down); a silo alone counts itself.",
+		Attributes:  []string{string(keyState)},
+		observe: func(st *Stats, emit emit) {
+			emit(int64(st.Members.Joining), keyState.String("joining"))
+			emit(int64(st.Members.Active), keyState.String("active"))
+			emit(int64(st.Members.ShuttingDown), keyState.String("shutting-down"))
+		},
 	},
 	{
 		Name: "granary.gateway.connections", Unit: "{connection}", kind: upDown,

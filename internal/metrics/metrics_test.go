@@ -59,6 +59,7 @@ var stats = Stats{
 	Gateway: rpc.EndpointStats{Overloaded: 6, Timeouts: 1, Transport: transport.Stats{FramesRead: 10, FramesWritten: 11, BytesRead: 100, BytesWritten: 120}},
 	Links:   rpc.EndpointStats{BadRequests: 1, Transport: transport.Stats{FramesRead: 20, FramesWritten: 21}},
 	Clients: 3,
+	Members: MemberCounts{Joining: 1, Active: 3},
 }
 
 // Every instrument reports what its counter says, with the silo's name
@@ -115,6 +116,11 @@ func TestInstrumentsReportTheSilosCounters(t *testing.T) {
 	}, points(t, got["granary.transport.rejections"]))
 	assert.Equal(t, map[string]int64{"silo=s1": 4}, points(t, got["granary.activations"]))
 	assert.Equal(t, map[string]int64{"silo=s1": 3}, points(t, got["granary.gateway.connections"]))
+	assert.Equal(t, map[string]int64{
+		"silo=s1,state=joining":       1,
+		"silo=s1,state=active":        3,
+		"silo=s1,state=shutting-down": 0,
+	}, points(t, got["granary.cluster.members"]), "every state, counted or not")
 }
 
 // Two silos on one provider report side by side, told apart by name, and

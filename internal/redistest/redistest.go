@@ -39,6 +39,11 @@ type Options struct {
 	Cluster bool
 	// Password, if not empty, is required from clients (requirepass).
 	Password string
+	// Host is the address the server binds and is dialled at: an address
+	// of the test's namespace. The default is 127.0.0.1; a test that runs
+	// processes in network namespaces of its own gives an address of its
+	// network that they reach.
+	Host string
 }
 
 // Server is a redis-server process owned by one test. Its methods must be
@@ -69,6 +74,9 @@ func Start(tb testing.TB, opts Options) *Server {
 		}
 		tb.Skipf("redistest: %s not on PATH; install it (apt-get install redis-server) to run the Redis tests", serverBinary)
 	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
 	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), opts: opts}
 	tb.Cleanup(func() {
 		if tb.Failed() {
@@ -79,7 +87,7 @@ func Start(tb testing.TB, opts Options) *Server {
 	// Another process may take the free port before the server binds it;
 	// then pick another.
 	for attempt := 1; ; attempt++ {
-		s.port = freePort(tb)
+		s.port = freePort(tb, opts.Host)
 		err := s.start()
 		if err == nil {
 			break
@@ -95,7 +103,7 @@ func Start(tb testing.TB, opts Options) *Server {
 }
 
 // Addr returns the server's address, host:port.
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+func (s *Server) Addr() string { return net.JoinHostPort(s.opts.Host, strconv.Itoa(s.port)) }
 
 // Port returns the server's port.
 func (s *Server) Port() int { return s.port }
@@ -149,7 +157,7 @@ func (s *Server) Restart() {
 func (s *Server) start() error {
 	args := []string{
 		"--port", strconv.Itoa(s.port),
-		"--bind", "127.0.0.1",
+		"--bind", s.opts.Host,
 		"--dir", s.dir,
 		"--logfile", "redis.log",
 		"--daemonize", "no",
@@ -159,6 +167,11 @@ func (s *Server) start() error {
 	}
 	if s.opts.Password != "" {
 		args = append(args, "--requirepass", s.opts.Password)
+	}
+	if ip := net.ParseIP(s.opts.Host); ip != nil && !ip.IsLoopback() {
+		// Protected mode refuses every client not on loopback when there
+		// is no password; a Host is an address of the test's own network.
+		args = append(args, "--protected-mode", "no")
 	}
 	if s.opts.Cluster {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
@@ -284,10 +297,10 @@ func roundTrip(conn net.Conn, r *bufio.Reader, args ...string) (string, error) {
 	return "", fmt.Errorf("redistest: reply type %q not supported", line[0])
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(tb testing.TB) int {
+// freePort returns a TCP port of host that was free a moment ago.
+func freePort(tb testing.TB, host string) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		tb.Fatalf("redistest: find a free port: %v", err)
 	}

@@ -59,10 +59,14 @@ var (
 	// ErrMalformedHandshake: a handshake message could not be parsed or came
 	// out of order.
 	ErrMalformedHandshake = errors.New("transport: malformed handshake")
+	// ErrCredentialRefused: the listener does not know the client token the
+	// dialler named, a proof of it was wrong, or the listener requires a
+	// client credential and the dialler showed none.
+	ErrCredentialRefused = errors.New("transport: client credential refused")
 )
 
 // maxReasonCode is the highest code in reasons.
-const maxReasonCode = 9
+const maxReasonCode = 10
 
 // reasons lists the handshake failures with their wire codes (sent in a
 // refusal) and their names (in logs). Codes are part of the protocol: never
@@ -81,6 +85,7 @@ var reasons = []struct {
 	{ErrHandshakeTimeout, 7, "timeout"},
 	{ErrHandshakeAborted, 8, "aborted"},
 	{ErrMalformedHandshake, 9, "malformed"},
+	{ErrCredentialRefused, 10, "credential"},
 }
 
 func reasonCode(reason error) uint8 {
@@ -105,7 +110,7 @@ func reasonOf(code uint8) error {
 
 // ReasonName returns the short name a Listener logs for a handshake failure
 // reason ("version", "cluster", "secret", "role", "tls-mismatch", "tls",
-// "timeout", "aborted", "malformed"), or "unknown".
+// "timeout", "aborted", "malformed", "credential"), or "unknown".
 func ReasonName(reason error) string {
 	for _, r := range reasons {
 		if r.err == reason {
@@ -121,7 +126,8 @@ func ReasonName(reason error) string {
 type HandshakeError struct {
 	// Reason is one of ErrVersionMismatch, ErrClusterMismatch,
 	// ErrSecretMismatch, ErrRoleRefused, ErrTLSMismatch, ErrTLSHandshake,
-	// ErrHandshakeTimeout, ErrHandshakeAborted and ErrMalformedHandshake.
+	// ErrHandshakeTimeout, ErrHandshakeAborted, ErrMalformedHandshake and
+	// ErrCredentialRefused.
 	Reason error
 	// ByPeer is true when the peer found the problem and sent the refusal,
 	// false when this end did.

@@ -143,7 +143,7 @@ func dialHandshake(ctx context.Context, nc net.Conn, addr string, opts *Options,
 	}
 	var peer Identity
 	if err == nil {
-		h := handshake{rw: stream, local: opts.Identity, secret: opts.ClusterSecret}
+		h := handshake{rw: stream, local: opts.Identity, secret: opts.ClusterSecret, token: opts.Token}
 		peer, err = h.dial()
 	}
 	if tripped := g.release(); tripped != nil || err != nil {
@@ -159,12 +159,16 @@ func dialHandshake(ctx context.Context, nc net.Conn, addr string, opts *Options,
 // not reset the connection before the refusal arrives.
 func listenHandshake(nc net.Conn, opts *Options, c clock.Clock) (net.Conn, Identity, error) {
 	g := newGuard(context.Background(), nc, c, opts.HandshakeTimeout)
-	h := &handshake{rw: nc, local: opts.Identity, secret: opts.ClusterSecret, accept: opts.Listener.AcceptRoles}
+	h := &handshake{rw: nc, local: opts.Identity, secret: opts.ClusterSecret, accept: opts.Listener.AcceptRoles,
+		tokens: opts.Listener.ClientTokens, requireCred: opts.Listener.RequireClientCredential}
 	stream := nc
 	var peer Identity
 	err := readFirstHeader(h, nc, opts.TLS, &stream)
 	if err == nil {
 		h.rw = stream
+		if tc, ok := stream.(*tls.Conn); ok {
+			h.certified = len(tc.ConnectionState().VerifiedChains) > 0
+		}
 		peer, err = h.listen()
 	}
 	if tripped := g.release(); tripped != nil || err != nil {

@@ -95,6 +95,13 @@ func seedHello(version uint16, role Role, flags uint8, cluster, silo string) []b
 	return bytes.Clone(finishMessage(appendHello(startMessage(&buf, msgHello), &h)))
 }
 
+// seedTokenHello is a hello that presents the client token named name.
+func seedTokenHello(role Role, name string) []byte {
+	var buf [maxMessageSize]byte
+	h := hello{version: protocolVersion, role: role, flags: flagToken, clusterID: "", token: name}
+	return bytes.Clone(finishMessage(appendHello(startMessage(&buf, msgHello), &h)))
+}
+
 func seedMessage(typ byte, body []byte) []byte {
 	var buf [maxMessageSize]byte
 	return bytes.Clone(finishMessage(append(startMessage(&buf, typ), body...)))
@@ -107,6 +114,10 @@ func FuzzHandshakeDecoder(f *testing.F) {
 	f.Add(seedHello(protocolVersion, RoleSilo, flagSecret, "prod", "silo-1"))
 	f.Add(seedHello(protocolVersion, RoleClient, 0, "", ""))
 	f.Add(seedHello(protocolVersion+1, RoleClient, 0, "", ""))
+	f.Add(seedTokenHello(RoleClient, "reporting"))
+	f.Add(seedTokenHello(RoleSilo, "reporting"))
+	f.Add(seedHello(protocolVersion, RoleClient, flagToken, "", "")) // the flag without a name
+	f.Add(seedHello(protocolVersion, RoleClient, flagToken|flagSecret, "", ""))
 	f.Add(append(seedHello(protocolVersion, RoleSilo, 0, "c", "s"), seedMessage(msgProof, nil)...))
 	f.Add(seedMessage(msgReject, appendReject(nil, ErrClusterMismatch, "not in cluster")))
 	f.Add(seedMessage(msgReject, []byte{200, 3, 0xff, 0xfe, 0xfd}))
@@ -133,7 +144,8 @@ func FuzzHandshakeDecoder(f *testing.F) {
 				if err != nil {
 					continue
 				}
-				if h.version != protocolVersion || !h.role.valid() || len(h.clusterID) > MaxIDLength || len(h.siloID) > MaxIDLength {
+				if h.version != protocolVersion || !h.role.valid() || len(h.clusterID) > MaxIDLength || len(h.siloID) > MaxIDLength ||
+					len(h.token) > MaxIDLength || (h.flags&flagToken != 0) == (h.token == "") || h.flags&credentialFlags == credentialFlags {
 					t.Fatalf("decoded an invalid hello %+v", h)
 				}
 				if re := appendHello(nil, &h); !bytes.Equal(re, body[:len(body)-len(rest)]) {
@@ -180,22 +192,33 @@ func FuzzHandshake(f *testing.F) {
 	f.Add(true, false, append(welcome, seedMessage(msgAccept, nil)...))
 	f.Add(true, true, welcome)
 	f.Add(true, false, seedMessage(msgReject, appendReject(nil, ErrRoleRefused, "no clients")))
+	f.Add(false, false, append(seedTokenHello(RoleClient, "tok"), seedMessage(msgProof, make([]byte, proofSize))...))
+	f.Add(false, true, append(seedTokenHello(RoleSilo, "tok"), seedMessage(msgProof, make([]byte, proofSize))...))
+	f.Add(false, false, append(seedTokenHello(RoleClient, "unknown"), seedMessage(msgProof, nil)...))
 	f.Fuzz(func(t *testing.T, asDialler, withSecret bool, input []byte) {
 		peer := &scripted{in: bytes.NewReader(input)}
 		h := &handshake{rw: peer, local: Identity{Role: RoleSilo}}
 		if withSecret {
 			h.secret = secretA
 		}
+		// A listener knows one client token; one that passes must have
+		// been proved.
+		h.tokens = func(name string) ([]byte, bool) { return secretB, name == "tok" }
 		var err error
+		var got Identity
 		if asDialler {
 			_, err = h.dial()
 		} else if _, err = io.ReadFull(peer, h.buf[:msgHeaderSize]); err == nil {
-			_, err = h.listen()
+			got, err = h.listen()
 		}
 		var he *HandshakeError
 		switch {
-		case err == nil && withSecret:
+		case err == nil && withSecret && got.Token == "":
 			t.Fatalf("a handshake with a secret passed on forged bytes %x", input)
+		case err == nil && got.Token != "":
+			t.Fatalf("a client token passed on forged bytes %x", input)
+		case err == nil && got.Role == RoleSilo && got.Token != "":
+			t.Fatalf("a token opened a silo connection: %x", input)
 		case err != nil && !errors.As(err, &he) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
 			t.Fatalf("unexpected error %v", err)
 		}

@@ -24,6 +24,8 @@ import (
 // mismatch, and closes. A proof is HMAC-SHA256, keyed by the cluster secret,
 // over a label naming the end and the transcript (the whole hello message,
 // then the welcome's body up to its proof); it is empty without a secret.
+// A client may prove a token of its own instead (flagToken, the token's
+// name after the silo id): the same proofs, keyed by the token's secret.
 // Both nonces are in the transcript, so a proof is good for one connection
 // only, and the labels keep one end's proof from passing for the other's.
 //
@@ -48,6 +50,7 @@ const (
 	proofSize = sha256.Size
 
 	flagSecret = 1 << 0 // the sender has a cluster secret and proves it
+	flagToken  = 1 << 1 // the dialler proves a client token, named after the silo id; the listener echoes it
 
 	labelListener = "granary transport: listener proof"
 	labelDialler  = "granary transport: dialler proof"
@@ -64,11 +67,14 @@ type hello struct {
 	nonce      [nonceSize]byte
 	clusterID  string
 	siloID     string
+	token      string // the client token's name, with flagToken
 }
 
 func (h *hello) identity() Identity {
 	return Identity{Role: h.role, SiloID: h.siloID, Generation: h.generation, ClusterID: h.clusterID}
 }
+
+const credentialFlags = flagSecret | flagToken
 
 func appendHello(b []byte, h *hello) []byte {
 	b = binary.BigEndian.AppendUint16(b, h.version)
@@ -76,7 +82,11 @@ func appendHello(b []byte, h *hello) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(h.generation))
 	b = append(b, h.nonce[:]...)
 	b = appendString(b, h.clusterID)
-	return appendString(b, h.siloID)
+	b = appendString(b, h.siloID)
+	if h.flags&flagToken != 0 {
+		b = appendString(b, h.token)
+	}
+	return b
 }
 
 func appendString(b []byte, s string) []byte {
@@ -108,7 +118,7 @@ func decodeHello(body []byte) (h hello, rest []byte, err error) {
 	if !h.role.valid() {
 		return h, nil, malformed("role %d", body[2])
 	}
-	if h.flags&^flagSecret != 0 {
+	if h.flags&^credentialFlags != 0 || h.flags&credentialFlags == credentialFlags {
 		return h, nil, malformed("flags %#x", h.flags)
 	}
 	rest = body[fixed:]
@@ -117,6 +127,14 @@ func decodeHello(body []byte) (h hello, rest []byte, err error) {
 	}
 	if h.siloID, rest, err = decodeString(rest); err != nil {
 		return h, nil, err
+	}
+	if h.flags&flagToken != 0 {
+		if h.token, rest, err = decodeString(rest); err != nil {
+			return h, nil, err
+		}
+		if h.token == "" {
+			return h, nil, malformed("empty token name")
+		}
 	}
 	return h, rest, nil
 }
@@ -209,8 +227,15 @@ type handshake struct {
 	rw      io.ReadWriter
 	local   Identity
 	secret  []byte
+	token   *Token // the dialler's client token, if any
 	accept  []Role // roles a listener accepts; nil means all
 	version uint16 // the version this end speaks; zero means protocolVersion (tests speak others)
+
+	tokens      func(name string) ([]byte, bool) // a listener's client tokens; nil: none
+	requireCred bool                             // a listener refuses clients without a credential
+	certified   bool                             // the dialler showed a verified TLS certificate
+
+	key []byte // what this connection's proofs are keyed by: the secret or the token's
 
 	buf        [maxMessageSize]byte     // the message being read or written
 	transcript [2 * maxMessageSize]byte // the hello message, then the welcome body up to its proof
@@ -220,7 +245,7 @@ type handshake struct {
 func (h *handshake) record(b []byte) { h.recorded += copy(h.transcript[h.recorded:], b) }
 
 func (h *handshake) proof(label string) [proofSize]byte {
-	m := hmac.New(sha256.New, h.secret)
+	m := hmac.New(sha256.New, h.key)
 	m.Write([]byte(label))
 	m.Write(h.transcript[:h.recorded])
 	var p [proofSize]byte
@@ -236,7 +261,10 @@ func (h *handshake) myHello() hello {
 		clusterID:  h.local.ClusterID,
 		siloID:     h.local.SiloID,
 	}
-	if len(h.secret) > 0 {
+	switch {
+	case h.token != nil:
+		me.flags, me.token = flagToken, h.token.Name
+	case len(h.secret) > 0:
 		me.flags |= flagSecret
 	}
 	_, _ = rand.Read(me.nonce[:]) // never fails, see crypto/rand
@@ -312,11 +340,22 @@ func (h *handshake) dial() (Identity, error) {
 	if err != nil {
 		return Identity{}, h.refuseDecodeError(err, peer.version)
 	}
-	if err := h.checkSecretFlag(&peer, "listener", "dialler"); err != nil {
-		return Identity{}, err
+	if h.token != nil {
+		if peer.flags&flagToken == 0 || peer.token != h.token.Name {
+			return Identity{}, h.refuse(ErrCredentialRefused, "the listener did not take the client token %q", h.token.Name)
+		}
+		h.key = h.token.Secret
+	} else {
+		if peer.flags&flagToken != 0 {
+			return Identity{}, h.refuse(ErrMalformedHandshake, "the listener answers a client token the dialler did not present")
+		}
+		if err := h.checkSecretFlag(&peer, "listener", "dialler"); err != nil {
+			return Identity{}, err
+		}
+		h.key = h.secret
 	}
 	proofLen := 0
-	if len(h.secret) > 0 {
+	if len(h.key) > 0 {
 		proofLen = proofSize
 	}
 	if len(rest) != proofLen {
@@ -333,6 +372,9 @@ func (h *handshake) dial() (Identity, error) {
 	if proofLen > 0 {
 		want := h.proof(labelListener)
 		if !hmac.Equal(rest, want[:]) {
+			if h.token != nil {
+				return Identity{}, h.refuse(ErrCredentialRefused, "the listener's proof of the client token %q is wrong", h.token.Name)
+			}
 			return Identity{}, h.refuse(ErrSecretMismatch, "the listener's proof of the cluster secret is wrong")
 		}
 		mine := h.proof(labelDialler)
@@ -374,15 +416,20 @@ func (h *handshake) listen() (Identity, error) {
 	case peer.clusterID != h.local.ClusterID:
 		return Identity{}, h.refuse(ErrClusterMismatch, "the listener is not in cluster %q", peer.clusterID)
 	}
-	if err := h.checkSecretFlag(&peer, "dialler", "listener"); err != nil {
+	if err := h.admitCredential(&peer); err != nil {
 		return Identity{}, err
 	}
 
 	me := h.myHello()
+	if peer.flags&flagToken != 0 {
+		me.flags, me.token = flagToken, peer.token // a welcome echoes the token it takes
+	} else {
+		me.flags &^= flagToken
+	}
 	msg := appendHello(startMessage(&h.buf, msgWelcome), &me)
 	h.record(msg[msgHeaderSize:])
 	var want [proofSize]byte
-	if len(h.secret) > 0 {
+	if len(h.key) > 0 {
 		mine := h.proof(labelListener)
 		want = h.proof(labelDialler)
 		msg = append(msg, mine[:]...)
@@ -394,15 +441,48 @@ func (h *handshake) listen() (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	if len(h.secret) == 0 {
+	switch {
+	case len(h.key) == 0:
 		if len(body) != 0 {
 			return Identity{}, h.refuse(ErrMalformedHandshake, "proof of %d bytes without a secret", len(body))
 		}
-	} else if !hmac.Equal(body, want[:]) {
+	case !hmac.Equal(body, want[:]) && peer.flags&flagToken != 0:
+		return Identity{}, h.refuse(ErrCredentialRefused, "the dialler's proof of the client token %q is wrong", peer.token)
+	case !hmac.Equal(body, want[:]):
 		return Identity{}, h.refuse(ErrSecretMismatch, "the dialler's proof of the cluster secret is wrong")
 	}
 	if err := h.write(finishMessage(startMessage(&h.buf, msgAccept))); err != nil {
 		return Identity{}, err
 	}
-	return peer.identity(), nil
+	id := peer.identity()
+	id.Token = peer.token
+	return id, nil
+}
+
+// admitCredential checks the credential a dialler's hello announces and
+// sets the key of the connection's proofs. A client token never opens a
+// silo's connection, whatever the listener accepts otherwise.
+func (h *handshake) admitCredential(peer *hello) error {
+	if peer.flags&flagToken == 0 {
+		if err := h.checkSecretFlag(peer, "dialler", "listener"); err != nil {
+			return err
+		}
+		if peer.role == RoleClient && h.requireCred && !h.certified {
+			return h.refuse(ErrCredentialRefused, "this listener requires a client credential: a client token or a TLS client certificate")
+		}
+		h.key = h.secret
+		return nil
+	}
+	if peer.role != RoleClient {
+		return h.refuse(ErrRoleRefused, "a client token cannot open a %v connection", peer.role)
+	}
+	if h.tokens == nil {
+		return h.refuse(ErrCredentialRefused, "this listener takes no client tokens")
+	}
+	secret, ok := h.tokens(peer.token)
+	if !ok || len(secret) == 0 {
+		return h.refuse(ErrCredentialRefused, "unknown client token %q", peer.token)
+	}
+	h.key = secret
+	return nil
 }

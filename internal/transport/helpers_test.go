@@ -185,7 +185,7 @@ func rawDial(tb testing.TB, l *Listener, opts Options) net.Conn {
 	require.NoError(tb, err)
 	tb.Cleanup(func() { nc.Close() })
 	require.NoError(tb, opts.prepare(false))
-	h := handshake{rw: nc, local: opts.Identity, secret: opts.ClusterSecret}
+	h := handshake{rw: nc, local: opts.Identity, secret: opts.ClusterSecret, token: opts.Token}
 	_, err = h.dial()
 	require.NoError(tb, err)
 	return nc

@@ -66,6 +66,7 @@ type ListenerStats struct {
 	HandshakeTimeout     uint64
 	HandshakeAborted     uint64
 	HandshakeMalformed   uint64
+	HandshakeCredential  uint64
 
 	// Established connections closed for the peer's behaviour.
 	FrameTooLarge     uint64 // announced a frame above MaxFrameSize
@@ -181,6 +182,7 @@ func (l *Listener) Stats() ListenerStats {
 		HandshakeTimeout:     hs(ErrHandshakeTimeout),
 		HandshakeAborted:     hs(ErrHandshakeAborted),
 		HandshakeMalformed:   hs(ErrMalformedHandshake),
+		HandshakeCredential:  hs(ErrCredentialRefused),
 		FrameTooLarge:        c.frameTooLarge.Load(),
 		Truncated:            c.truncated.Load(),
 		ReadTooSlow:          c.readTooSlow.Load(),

@@ -81,6 +81,24 @@ type Identity struct {
 	// ClusterID names the cluster. Both ends must name the same one (empty
 	// included). At most MaxIDLength bytes of UTF-8.
 	ClusterID string
+	// Token names the client token the peer proved in the handshake (see
+	// Options.Token and ListenerOptions.ClientTokens); empty when it proved
+	// none. Only a listener sets it, on the identity of a client dialler.
+	Token string
+}
+
+// Token is a client's credential of its own: a name the listener looks its
+// secret up by, and the secret, which the client proves in the handshake
+// as a silo proves the cluster secret (it never crosses the wire). A token
+// never lets its holder act as a silo: a listener refuses a dialler that
+// presents one with another role than RoleClient.
+type Token struct {
+	// Name says which token it is. At most MaxIDLength bytes of UTF-8, not
+	// empty.
+	Name string
+	// Secret is the token's secret: MinSecretLength to MaxSecretLength
+	// bytes; 32 random bytes are a good choice.
+	Secret []byte
 }
 
 // Options configures a connection, and through ListenerOptions a Listener.
@@ -137,6 +155,12 @@ type Options struct {
 	// CSPRNG is a good choice). Empty by default.
 	ClusterSecret []byte
 
+	// Token, when set, is the client credential a dialler proves to the
+	// listener instead of a cluster secret; set one or the other, not both.
+	// The listener proves it knows the token first, so a dialler never
+	// shows its proof to a listener that does not.
+	Token *Token
+
 	// HandshakeTimeout bounds the whole handshake, TLS included: a connection
 	// that has not finished it in time is closed, and Dial returns
 	// ErrHandshakeTimeout. Default 5 s.
@@ -190,6 +214,17 @@ type ListenerOptions struct {
 	// another role is refused in the handshake with ErrRoleRefused. Nil (the
 	// default) accepts both clients and silos.
 	AcceptRoles []Role
+
+	// ClientTokens, when set, looks up the secret of the client token a
+	// dialler names; ok false refuses the dialler with ErrCredentialRefused.
+	// Nil (the default) refuses every dialler that presents a token. It is
+	// called during handshakes, from many goroutines at once.
+	ClientTokens func(name string) (secret []byte, ok bool)
+
+	// RequireClientCredential refuses, with ErrCredentialRefused, a client
+	// dialler that proves no token and showed no verified TLS client
+	// certificate. False (the default) admits such clients.
+	RequireClientCredential bool
 
 	// IdleTimeout, when positive, closes a connection with ErrIdleTimeout
 	// once no frame has moved in either direction for this long and its
@@ -259,6 +294,20 @@ func (o *Options) Validate() error {
 	}
 	if n := len(o.ClusterSecret); n != 0 && (n < MinSecretLength || n > MaxSecretLength) {
 		bad("ClusterSecret has %d bytes, outside [%d, %d]", n, MinSecretLength, MaxSecretLength)
+	}
+	if t := o.Token; t != nil {
+		if t.Name == "" || len(t.Name) > MaxIDLength || !utf8.ValidString(t.Name) {
+			bad("Token.Name is not UTF-8 of 1 to %d bytes", MaxIDLength)
+		}
+		if n := len(t.Secret); n < MinSecretLength || n > MaxSecretLength {
+			bad("Token.Secret has %d bytes, outside [%d, %d]", n, MinSecretLength, MaxSecretLength)
+		}
+		if len(o.ClusterSecret) > 0 {
+			bad("Token and ClusterSecret are both set: a dialler proves one credential")
+		}
+		if o.Identity.Role == RoleSilo {
+			bad("Token is a client credential: a dialler of role %v cannot present one", RoleSilo)
+		}
 	}
 	if o.HandshakeTimeout <= 0 {
 		bad("HandshakeTimeout %v is not positive", o.HandshakeTimeout)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/grains/ratelimit/internal/retryafter"
@@ -130,14 +131,15 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 }
 
-// inlineLeases is how many leases needing release a request keeps without
-// allocating.
-const inlineLeases = 4
+// inlineRules is how many applicable rules, and leases needing release,
+// a request keeps without allocating.
+const inlineRules = 4
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx := r.Context()
-	var inline [inlineLeases]*ratelimit.Lease
-	held := inline[:0]
+	var inlineAcquisitions [inlineRules]ratelimit.Acquisition
+	var inlineApplied [inlineRules]*rule
+	acquisitions, applied := inlineAcquisitions[:0], inlineApplied[:0]
 	for i := range m.rules {
 		ru := &m.rules[i]
 		var key string
@@ -150,35 +152,34 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			}
 			key = keyWithPrefix(ru.prefix, value)
 		}
-		// The request's context is the acquisition's: a client that goes
-		// away cancels its wait in the limiter's queue, and the request's
-		// deadline bounds the budget.
-		lease, err := ru.limiter(key).AcquireAndConfigure(ctx, 1)
-		switch {
-		case err != nil:
-			if cerr := ctx.Err(); cerr != nil {
-				m.release(ctx, held)
-				if errors.Is(cerr, context.DeadlineExceeded) {
-					// The request's time ran out before a permit came: the
-					// limit held it back, as when the grain ends the wait.
-					ru.reject(w, ratelimit.ReasonLeaseNotAcquired, 0)
-				}
-				return // cancelled: the client is gone, nobody to answer
-			}
+		acquisitions = append(acquisitions, ratelimit.Acquisition{Limiter: ru.limiter(key), Permits: 1})
+		applied = append(applied, ru)
+	}
+	if len(acquisitions) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+	// One decision, all rules at once: one round trip whatever their
+	// number, and when one refuses, what the others granted is given back
+	// (time-based quota refunded too). The request's context is the
+	// acquisitions': a client that goes away cancels their waits in the
+	// limiters' queues, and the request's deadline bounds their budgets.
+	outcomes, ok := ratelimit.AcquireMany(ctx, ratelimit.ManyOptions{SkipErrors: m.failOpen}, acquisitions...)
+	for i, o := range outcomes {
+		if o.Err != nil && ctx.Err() == nil {
 			m.log.LogAttrs(ctx, slog.LevelWarn, "httplimit: acquisition failed",
-				slog.String("rule", ru.name), slog.Any("error", err))
-			if m.failOpen {
-				continue
-			}
-			m.release(ctx, held)
-			writeUnavailable(w)
-			return
-		case !lease.Acquired():
-			m.release(ctx, held)
-			ru.reject(w, lease.Reason(), lease.RetryAfter())
-			return
-		case !lease.ReleaseOptional():
-			held = append(held, lease)
+				slog.String("rule", applied[i].name), slog.Any("error", o.Err))
+		}
+	}
+	if !ok {
+		m.refuse(ctx, w, applied, outcomes)
+		return
+	}
+	var inlineHeld [inlineRules]*ratelimit.Lease
+	held := inlineHeld[:0]
+	for _, o := range outcomes {
+		if o.Lease != nil && !o.Lease.ReleaseOptional() {
+			held = append(held, o.Lease)
 		}
 	}
 	if len(held) > 0 {
@@ -187,6 +188,33 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		defer m.release(ctx, held)
 	}
 	next.ServeHTTP(w, r)
+}
+
+// refuse answers a request whose decision failed, by the first rule in
+// order that did not grant: 429 for a rejection, 503 for a limiter that
+// could not be reached (unless the middleware fails open). A request
+// whose context ended gets a rejection when its deadline passed (the
+// limit held it back, as when the grain ends the wait) and no answer
+// when it was cancelled: the client is gone.
+func (m *Middleware) refuse(ctx context.Context, w http.ResponseWriter, applied []*rule, outcomes []ratelimit.Outcome) {
+	if cerr := ctx.Err(); cerr != nil {
+		if errors.Is(cerr, context.DeadlineExceeded) {
+			i := max(slices.IndexFunc(outcomes, func(o ratelimit.Outcome) bool { return o.Err != nil }), 0)
+			applied[i].reject(w, ratelimit.ReasonLeaseNotAcquired, 0)
+		}
+		return
+	}
+	for i, o := range outcomes {
+		switch {
+		case o.Err != nil && !m.failOpen:
+			writeUnavailable(w)
+			return
+		case o.Lease != nil && !o.Lease.Acquired():
+			applied[i].reject(w, o.Lease.Reason(), o.Lease.RetryAfter())
+			return
+		}
+	}
+	writeUnavailable(w)
 }
 
 // release gives leases back, even when the request's context has ended:

@@ -50,6 +50,12 @@ type engine struct {
 
 	// Concurrency only: the last lease id handed out.
 	lastID uint64
+
+	// Windows and slides only: how many windows have begun (fixed) or
+	// slides have happened (sliding) since the limiter was created. A
+	// lease remembers the count it was charged at, so that a refund knows
+	// whether its window, or segment, is still there.
+	windows uint64
 }
 
 func (e *engine) init(alg algorithm, limit, queueLimit int64, order QueueOrder, now time.Time) {
@@ -124,6 +130,9 @@ func (e *engine) countFailure() {
 
 func (e *engine) successLease(n int64) Lease {
 	l := Lease{algorithm: e.algorithm, permits: n, flags: leaseAcquired}
+	if n > 0 {
+		l.window = e.windows // what a refund checks; a zero-permit lease has nothing to refund
+	}
 	if e.algorithm == algorithmConcurrency && n > 0 {
 		e.lastID++
 		l.id = e.lastID
@@ -359,9 +368,19 @@ func (e *engine) catchUp(now time.Time) {
 	if e.nextTick.After(now) {
 		return
 	}
+	from := e.nextTick
 	e.skipTo(now)
-	if e.algorithm != algorithmTokenBucket {
-		e.last = e.nextTick.Add(-e.period)
+	if e.algorithm == algorithmTokenBucket {
+		return
+	}
+	e.last = e.nextTick.Add(-e.period)
+	// Each skipped tick would have begun a window (fixed) or slid an empty
+	// segment (sliding): count them, so that a lease's window stamp is
+	// what it would have been had every tick run.
+	skipped := uint64(e.nextTick.Sub(from) / e.period)
+	e.windows += skipped
+	if n := len(e.segments); n > 0 {
+		e.current = int((uint64(e.current) + skipped) % uint64(n))
 	}
 }
 

@@ -80,6 +80,7 @@ func (f *FixedWindow) replenish(now time.Time, manual bool) {
 		return
 	}
 	e.last = now
+	e.windows++
 	if e.available >= e.limit {
 		return
 	}

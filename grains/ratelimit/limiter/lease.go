@@ -50,6 +50,7 @@ const (
 type Lease struct {
 	id         uint64
 	permits    int64
+	window     uint64 // time-based: the window (fixed) or slide (sliding) the permits were charged in
 	retryAfter time.Duration
 	algorithm  algorithm
 	flags      leaseFlags

@@ -94,6 +94,7 @@ func (s *SlidingWindow) replenish(now time.Time, manual bool) {
 		return
 	}
 	e.last = now
+	e.windows++
 	e.current = (e.current + 1) % len(e.segments)
 	freed := e.segments[e.current]
 	e.segments[e.current] = 0

@@ -17,6 +17,8 @@ import (
 type algorithm interface {
 	// acquire takes permits from key's limiter, under o when o is set.
 	acquire(ctx context.Context, c proxy.Caller, key string, permits int64, o *apiv1.Options) (*ratelimit.Lease, error)
+	// tryAcquire is acquire as an attempt, which never waits in the queue.
+	tryAcquire(ctx context.Context, c proxy.Caller, key string, permits int64, o *apiv1.Options) (*ratelimit.Lease, error)
 	configure(ctx context.Context, c proxy.Caller, key string, o *apiv1.Options) error
 	configuration(ctx context.Context, c proxy.Caller, key string) (*apiv1.Options, error)
 	release(ctx context.Context, c proxy.Caller, key string, leaseID uint64) (bool, error)
@@ -43,6 +45,13 @@ func (k *kind[O]) acquire(ctx context.Context, c proxy.Caller, key string, permi
 		return h.Acquire(ctx, permits)
 	}
 	return h.AcquireAndCheckConfiguration(ctx, permits, k.fromAPI(o))
+}
+
+func (k *kind[O]) tryAcquire(ctx context.Context, c proxy.Caller, key string, permits int64, o *apiv1.Options) (*ratelimit.Lease, error) {
+	if o == nil {
+		return k.holder(c, key).TryAcquire(ctx, permits)
+	}
+	return k.holder(c, key, k.fromAPI(o)).TryAcquire(ctx, permits)
 }
 
 func (k *kind[O]) configure(ctx context.Context, c proxy.Caller, key string, o *apiv1.Options) error {

@@ -33,6 +33,8 @@ func (stub[P, R]) Acquire(context.Context, *AcquireRequest) (*LeaseMetadata, err
 func (stub[P, R]) AcquireAndCheckConfiguration(context.Context, R) (*LeaseMetadata, error) {
 	return nil, nil
 }
+func (stub[P, R]) TryAcquire(context.Context, R) (*LeaseMetadata, error)           { return nil, nil }
+func (stub[P, R]) Refund(context.Context, *RefundRequest) (*RefundReply, error)    { return nil, nil }
 func (stub[P, R]) Release(context.Context, *ReleaseRequest) (*ReleaseReply, error) { return nil, nil }
 func (stub[P, R]) Statistics(context.Context, *StatisticsRequest) (*StatisticsReply, error) {
 	return nil, nil

@@ -592,8 +592,13 @@ func (x *LeaseMetadata) GetReleaseOptional() bool {
 
 // AcquireRequest asks for permits under the grain's current options.
 type AcquireRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Permits       int64                  `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Permits int64                  `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
+	// refundable asks a time-based grain to keep what a Refund of the lease
+	// needs, for a short while: a decision over several limits gives the
+	// permits back when another limit refuses. Concurrency grains ignore it:
+	// their leases are released.
+	Refundable    bool `protobuf:"varint,2,opt,name=refundable,proto3" json:"refundable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -635,12 +640,21 @@ func (x *AcquireRequest) GetPermits() int64 {
 	return 0
 }
 
+func (x *AcquireRequest) GetRefundable() bool {
+	if x != nil {
+		return x.Refundable
+	}
+	return false
+}
+
 // ConcurrencyAcquireRequest asks for permits after reconfiguring the grain
 // when options differ from its current ones.
 type ConcurrencyAcquireRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Permits       int64                  `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
-	Options       *ConcurrencyOptions    `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Permits int64                  `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
+	Options *ConcurrencyOptions    `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	// refundable is AcquireRequest's.
+	Refundable    bool `protobuf:"varint,3,opt,name=refundable,proto3" json:"refundable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -689,11 +703,20 @@ func (x *ConcurrencyAcquireRequest) GetOptions() *ConcurrencyOptions {
 	return nil
 }
 
+func (x *ConcurrencyAcquireRequest) GetRefundable() bool {
+	if x != nil {
+		return x.Refundable
+	}
+	return false
+}
+
 // FixedWindowAcquireRequest is ConcurrencyAcquireRequest for a fixed window.
 type FixedWindowAcquireRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Permits       int64                  `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
-	Options       *FixedWindowOptions    `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Permits int64                  `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
+	Options *FixedWindowOptions    `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	// refundable is AcquireRequest's.
+	Refundable    bool `protobuf:"varint,3,opt,name=refundable,proto3" json:"refundable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -742,12 +765,21 @@ func (x *FixedWindowAcquireRequest) GetOptions() *FixedWindowOptions {
 	return nil
 }
 
+func (x *FixedWindowAcquireRequest) GetRefundable() bool {
+	if x != nil {
+		return x.Refundable
+	}
+	return false
+}
+
 // SlidingWindowAcquireRequest is ConcurrencyAcquireRequest for a sliding
 // window.
 type SlidingWindowAcquireRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Permits       int64                  `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
-	Options       *SlidingWindowOptions  `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Permits int64                  `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
+	Options *SlidingWindowOptions  `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	// refundable is AcquireRequest's.
+	Refundable    bool `protobuf:"varint,3,opt,name=refundable,proto3" json:"refundable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -796,11 +828,20 @@ func (x *SlidingWindowAcquireRequest) GetOptions() *SlidingWindowOptions {
 	return nil
 }
 
+func (x *SlidingWindowAcquireRequest) GetRefundable() bool {
+	if x != nil {
+		return x.Refundable
+	}
+	return false
+}
+
 // TokenBucketAcquireRequest is ConcurrencyAcquireRequest for a token bucket.
 type TokenBucketAcquireRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Permits       int64                  `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
-	Options       *TokenBucketOptions    `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Permits int64                  `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
+	Options *TokenBucketOptions    `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	// refundable is AcquireRequest's.
+	Refundable    bool `protobuf:"varint,3,opt,name=refundable,proto3" json:"refundable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -847,6 +888,13 @@ func (x *TokenBucketAcquireRequest) GetOptions() *TokenBucketOptions {
 		return x.Options
 	}
 	return nil
+}
+
+func (x *TokenBucketAcquireRequest) GetRefundable() bool {
+	if x != nil {
+		return x.Refundable
+	}
+	return false
 }
 
 // ReleaseRequest returns a lease's permits.
@@ -939,6 +987,99 @@ func (x *ReleaseReply) GetReleased() bool {
 	return false
 }
 
+// RefundRequest gives back the permits of a refundable time-based lease
+// that its holder did not use.
+type RefundRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId       uint64                 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefundRequest) Reset() {
+	*x = RefundRequest{}
+	mi := &file_ratelimit_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefundRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefundRequest) ProtoMessage() {}
+
+func (x *RefundRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ratelimit_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefundRequest.ProtoReflect.Descriptor instead.
+func (*RefundRequest) Descriptor() ([]byte, []int) {
+	return file_ratelimit_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RefundRequest) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+// RefundReply says how many permits came back: fewer than the lease's, or
+// none, when its window or segment has passed, the bucket refilled, or the
+// grain no longer knows the lease.
+type RefundReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Refunded      int64                  `protobuf:"varint,1,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefundReply) Reset() {
+	*x = RefundReply{}
+	mi := &file_ratelimit_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefundReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefundReply) ProtoMessage() {}
+
+func (x *RefundReply) ProtoReflect() protoreflect.Message {
+	mi := &file_ratelimit_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefundReply.ProtoReflect.Descriptor instead.
+func (*RefundReply) Descriptor() ([]byte, []int) {
+	return file_ratelimit_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RefundReply) GetRefunded() int64 {
+	if x != nil {
+		return x.Refunded
+	}
+	return 0
+}
+
 type StatisticsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -947,7 +1088,7 @@ type StatisticsRequest struct {
 
 func (x *StatisticsRequest) Reset() {
 	*x = StatisticsRequest{}
-	mi := &file_ratelimit_proto_msgTypes[14]
+	mi := &file_ratelimit_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1100,7 @@ func (x *StatisticsRequest) String() string {
 func (*StatisticsRequest) ProtoMessage() {}
 
 func (x *StatisticsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[14]
+	mi := &file_ratelimit_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1113,7 @@ func (x *StatisticsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatisticsRequest.ProtoReflect.Descriptor instead.
 func (*StatisticsRequest) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{14}
+	return file_ratelimit_proto_rawDescGZIP(), []int{16}
 }
 
 // StatisticsReply is a snapshot of a limiter grain's counters.
@@ -996,7 +1137,7 @@ type StatisticsReply struct {
 
 func (x *StatisticsReply) Reset() {
 	*x = StatisticsReply{}
-	mi := &file_ratelimit_proto_msgTypes[15]
+	mi := &file_ratelimit_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1149,7 @@ func (x *StatisticsReply) String() string {
 func (*StatisticsReply) ProtoMessage() {}
 
 func (x *StatisticsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[15]
+	mi := &file_ratelimit_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1162,7 @@ func (x *StatisticsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatisticsReply.ProtoReflect.Descriptor instead.
 func (*StatisticsReply) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{15}
+	return file_ratelimit_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatisticsReply) GetAvailablePermits() int64 {
@@ -1074,7 +1215,7 @@ type ConfigureReply struct {
 
 func (x *ConfigureReply) Reset() {
 	*x = ConfigureReply{}
-	mi := &file_ratelimit_proto_msgTypes[16]
+	mi := &file_ratelimit_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1227,7 @@ func (x *ConfigureReply) String() string {
 func (*ConfigureReply) ProtoMessage() {}
 
 func (x *ConfigureReply) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[16]
+	mi := &file_ratelimit_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1240,7 @@ func (x *ConfigureReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureReply.ProtoReflect.Descriptor instead.
 func (*ConfigureReply) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{16}
+	return file_ratelimit_proto_rawDescGZIP(), []int{18}
 }
 
 type ConfigurationRequest struct {
@@ -1110,7 +1251,7 @@ type ConfigurationRequest struct {
 
 func (x *ConfigurationRequest) Reset() {
 	*x = ConfigurationRequest{}
-	mi := &file_ratelimit_proto_msgTypes[17]
+	mi := &file_ratelimit_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1263,7 @@ func (x *ConfigurationRequest) String() string {
 func (*ConfigurationRequest) ProtoMessage() {}
 
 func (x *ConfigurationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[17]
+	mi := &file_ratelimit_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1276,7 @@ func (x *ConfigurationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigurationRequest.ProtoReflect.Descriptor instead.
 func (*ConfigurationRequest) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{17}
+	return file_ratelimit_proto_rawDescGZIP(), []int{19}
 }
 
 type ResetRequest struct {
@@ -1146,7 +1287,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_ratelimit_proto_msgTypes[18]
+	mi := &file_ratelimit_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1299,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[18]
+	mi := &file_ratelimit_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1312,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{18}
+	return file_ratelimit_proto_rawDescGZIP(), []int{20}
 }
 
 type ResetReply struct {
@@ -1182,7 +1323,7 @@ type ResetReply struct {
 
 func (x *ResetReply) Reset() {
 	*x = ResetReply{}
-	mi := &file_ratelimit_proto_msgTypes[19]
+	mi := &file_ratelimit_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1335,7 @@ func (x *ResetReply) String() string {
 func (*ResetReply) ProtoMessage() {}
 
 func (x *ResetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[19]
+	mi := &file_ratelimit_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1348,7 @@ func (x *ResetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetReply.ProtoReflect.Descriptor instead.
 func (*ResetReply) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{19}
+	return file_ratelimit_proto_rawDescGZIP(), []int{21}
 }
 
 type DeleteStateRequest struct {
@@ -1218,7 +1359,7 @@ type DeleteStateRequest struct {
 
 func (x *DeleteStateRequest) Reset() {
 	*x = DeleteStateRequest{}
-	mi := &file_ratelimit_proto_msgTypes[20]
+	mi := &file_ratelimit_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1371,7 @@ func (x *DeleteStateRequest) String() string {
 func (*DeleteStateRequest) ProtoMessage() {}
 
 func (x *DeleteStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[20]
+	mi := &file_ratelimit_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1384,7 @@ func (x *DeleteStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStateRequest.ProtoReflect.Descriptor instead.
 func (*DeleteStateRequest) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{20}
+	return file_ratelimit_proto_rawDescGZIP(), []int{22}
 }
 
 type DeleteStateReply struct {
@@ -1254,7 +1395,7 @@ type DeleteStateReply struct {
 
 func (x *DeleteStateReply) Reset() {
 	*x = DeleteStateReply{}
-	mi := &file_ratelimit_proto_msgTypes[21]
+	mi := &file_ratelimit_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1407,7 @@ func (x *DeleteStateReply) String() string {
 func (*DeleteStateReply) ProtoMessage() {}
 
 func (x *DeleteStateReply) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[21]
+	mi := &file_ratelimit_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1420,7 @@ func (x *DeleteStateReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStateReply.ProtoReflect.Descriptor instead.
 func (*DeleteStateReply) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{21}
+	return file_ratelimit_proto_rawDescGZIP(), []int{23}
 }
 
 type TryReplenishRequest struct {
@@ -1290,7 +1431,7 @@ type TryReplenishRequest struct {
 
 func (x *TryReplenishRequest) Reset() {
 	*x = TryReplenishRequest{}
-	mi := &file_ratelimit_proto_msgTypes[22]
+	mi := &file_ratelimit_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1443,7 @@ func (x *TryReplenishRequest) String() string {
 func (*TryReplenishRequest) ProtoMessage() {}
 
 func (x *TryReplenishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[22]
+	mi := &file_ratelimit_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1456,7 @@ func (x *TryReplenishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryReplenishRequest.ProtoReflect.Descriptor instead.
 func (*TryReplenishRequest) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{22}
+	return file_ratelimit_proto_rawDescGZIP(), []int{24}
 }
 
 // TryReplenishReply says whether the limiter replenishes manually, in which
@@ -1329,7 +1470,7 @@ type TryReplenishReply struct {
 
 func (x *TryReplenishReply) Reset() {
 	*x = TryReplenishReply{}
-	mi := &file_ratelimit_proto_msgTypes[23]
+	mi := &file_ratelimit_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1482,7 @@ func (x *TryReplenishReply) String() string {
 func (*TryReplenishReply) ProtoMessage() {}
 
 func (x *TryReplenishReply) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[23]
+	mi := &file_ratelimit_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1495,7 @@ func (x *TryReplenishReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryReplenishReply.ProtoReflect.Descriptor instead.
 func (*TryReplenishReply) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{23}
+	return file_ratelimit_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TryReplenishReply) GetReplenished() bool {
@@ -1375,7 +1516,7 @@ type LeaseRecord struct {
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_ratelimit_proto_msgTypes[24]
+	mi := &file_ratelimit_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1528,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[24]
+	mi := &file_ratelimit_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1541,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{24}
+	return file_ratelimit_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LeaseRecord) GetLeaseId() uint64 {
@@ -1443,7 +1584,7 @@ type LimiterState struct {
 
 func (x *LimiterState) Reset() {
 	*x = LimiterState{}
-	mi := &file_ratelimit_proto_msgTypes[25]
+	mi := &file_ratelimit_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1596,7 @@ func (x *LimiterState) String() string {
 func (*LimiterState) ProtoMessage() {}
 
 func (x *LimiterState) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[25]
+	mi := &file_ratelimit_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1609,7 @@ func (x *LimiterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimiterState.ProtoReflect.Descriptor instead.
 func (*LimiterState) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{25}
+	return file_ratelimit_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LimiterState) GetConfigured() bool {
@@ -1583,25 +1724,44 @@ const file_ratelimit_proto_rawDesc = "" +
 	"\bgrain_id\x18\x02 \x01(\v2\x1a.granary.ratelimit.GrainIdR\agrainId\x12\x1a\n" +
 	"\bacquired\x18\x03 \x01(\bR\bacquired\x12<\n" +
 	"\bmetadata\x18\x04 \x03(\v2 .granary.ratelimit.MetadataEntryR\bmetadata\x12)\n" +
-	"\x10release_optional\x18\x05 \x01(\bR\x0freleaseOptional\"*\n" +
+	"\x10release_optional\x18\x05 \x01(\bR\x0freleaseOptional\"J\n" +
 	"\x0eAcquireRequest\x12\x18\n" +
-	"\apermits\x18\x01 \x01(\x03R\apermits\"v\n" +
+	"\apermits\x18\x01 \x01(\x03R\apermits\x12\x1e\n" +
+	"\n" +
+	"refundable\x18\x02 \x01(\bR\n" +
+	"refundable\"\x96\x01\n" +
 	"\x19ConcurrencyAcquireRequest\x12\x18\n" +
 	"\apermits\x18\x01 \x01(\x03R\apermits\x12?\n" +
-	"\aoptions\x18\x02 \x01(\v2%.granary.ratelimit.ConcurrencyOptionsR\aoptions\"v\n" +
+	"\aoptions\x18\x02 \x01(\v2%.granary.ratelimit.ConcurrencyOptionsR\aoptions\x12\x1e\n" +
+	"\n" +
+	"refundable\x18\x03 \x01(\bR\n" +
+	"refundable\"\x96\x01\n" +
 	"\x19FixedWindowAcquireRequest\x12\x18\n" +
 	"\apermits\x18\x01 \x01(\x03R\apermits\x12?\n" +
-	"\aoptions\x18\x02 \x01(\v2%.granary.ratelimit.FixedWindowOptionsR\aoptions\"z\n" +
+	"\aoptions\x18\x02 \x01(\v2%.granary.ratelimit.FixedWindowOptionsR\aoptions\x12\x1e\n" +
+	"\n" +
+	"refundable\x18\x03 \x01(\bR\n" +
+	"refundable\"\x9a\x01\n" +
 	"\x1bSlidingWindowAcquireRequest\x12\x18\n" +
 	"\apermits\x18\x01 \x01(\x03R\apermits\x12A\n" +
-	"\aoptions\x18\x02 \x01(\v2'.granary.ratelimit.SlidingWindowOptionsR\aoptions\"v\n" +
+	"\aoptions\x18\x02 \x01(\v2'.granary.ratelimit.SlidingWindowOptionsR\aoptions\x12\x1e\n" +
+	"\n" +
+	"refundable\x18\x03 \x01(\bR\n" +
+	"refundable\"\x96\x01\n" +
 	"\x19TokenBucketAcquireRequest\x12\x18\n" +
 	"\apermits\x18\x01 \x01(\x03R\apermits\x12?\n" +
-	"\aoptions\x18\x02 \x01(\v2%.granary.ratelimit.TokenBucketOptionsR\aoptions\"+\n" +
+	"\aoptions\x18\x02 \x01(\v2%.granary.ratelimit.TokenBucketOptionsR\aoptions\x12\x1e\n" +
+	"\n" +
+	"refundable\x18\x03 \x01(\bR\n" +
+	"refundable\"+\n" +
 	"\x0eReleaseRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"*\n" +
 	"\fReleaseReply\x12\x1a\n" +
-	"\breleased\x18\x01 \x01(\bR\breleased\"\x13\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\"*\n" +
+	"\rRefundRequest\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\x04R\aleaseId\")\n" +
+	"\vRefundReply\x12\x1a\n" +
+	"\brefunded\x18\x01 \x01(\x03R\brefunded\"\x13\n" +
 	"\x11StatisticsRequest\"\x97\x02\n" +
 	"\x0fStatisticsReply\x12+\n" +
 	"\x11available_permits\x18\x01 \x01(\x03R\x10availablePermits\x12%\n" +
@@ -1638,20 +1798,25 @@ const file_ratelimit_proto_rawDesc = "" +
 	"\n" +
 	"QueueOrder\x12\x1c\n" +
 	"\x18QUEUE_ORDER_OLDEST_FIRST\x10\x00\x12\x1c\n" +
-	"\x18QUEUE_ORDER_NEWEST_FIRST\x10\x012\xf5\x05\n" +
+	"\x18QUEUE_ORDER_NEWEST_FIRST\x10\x012\xd3\x06\n" +
 	"\x12ConcurrencyLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12t\n" +
-	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.ConcurrencyAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12M\n" +
+	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.ConcurrencyAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12\\\n" +
+	"\n" +
+	"TryAcquire\x12,.granary.ratelimit.ConcurrencyAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\x12M\n" +
 	"\aRelease\x12!.granary.ratelimit.ReleaseRequest\x1a\x1f.granary.ratelimit.ReleaseReply\x12V\n" +
 	"\n" +
 	"Statistics\x12$.granary.ratelimit.StatisticsRequest\x1a\".granary.ratelimit.StatisticsReply\x12[\n" +
 	"\tConfigure\x12%.granary.ratelimit.ConcurrencyOptions\x1a!.granary.ratelimit.ConfigureReply\"\x04\x88\x80\x19\x01\x12_\n" +
 	"\rConfiguration\x12'.granary.ratelimit.ConfigurationRequest\x1a%.granary.ratelimit.ConcurrencyOptions\x12M\n" +
 	"\x05Reset\x12\x1f.granary.ratelimit.ResetRequest\x1a\x1d.granary.ratelimit.ResetReply\"\x04\x88\x80\x19\x01\x12_\n" +
-	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x012\xd3\x06\n" +
+	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x012\xfd\a\n" +
 	"\x12FixedWindowLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12t\n" +
-	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.FixedWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12M\n" +
+	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.FixedWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12\\\n" +
+	"\n" +
+	"TryAcquire\x12,.granary.ratelimit.FixedWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\x12J\n" +
+	"\x06Refund\x12 .granary.ratelimit.RefundRequest\x1a\x1e.granary.ratelimit.RefundReply\x12M\n" +
 	"\aRelease\x12!.granary.ratelimit.ReleaseRequest\x1a\x1f.granary.ratelimit.ReleaseReply\x12V\n" +
 	"\n" +
 	"Statistics\x12$.granary.ratelimit.StatisticsRequest\x1a\".granary.ratelimit.StatisticsReply\x12[\n" +
@@ -1659,10 +1824,13 @@ const file_ratelimit_proto_rawDesc = "" +
 	"\rConfiguration\x12'.granary.ratelimit.ConfigurationRequest\x1a%.granary.ratelimit.FixedWindowOptions\x12M\n" +
 	"\x05Reset\x12\x1f.granary.ratelimit.ResetRequest\x1a\x1d.granary.ratelimit.ResetReply\"\x04\x88\x80\x19\x01\x12_\n" +
 	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x01\x12\\\n" +
-	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply2\xdb\x06\n" +
+	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply2\x87\b\n" +
 	"\x14SlidingWindowLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12v\n" +
-	"\x1cAcquireAndCheckConfiguration\x12..granary.ratelimit.SlidingWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12M\n" +
+	"\x1cAcquireAndCheckConfiguration\x12..granary.ratelimit.SlidingWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12^\n" +
+	"\n" +
+	"TryAcquire\x12..granary.ratelimit.SlidingWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\x12J\n" +
+	"\x06Refund\x12 .granary.ratelimit.RefundRequest\x1a\x1e.granary.ratelimit.RefundReply\x12M\n" +
 	"\aRelease\x12!.granary.ratelimit.ReleaseRequest\x1a\x1f.granary.ratelimit.ReleaseReply\x12V\n" +
 	"\n" +
 	"Statistics\x12$.granary.ratelimit.StatisticsRequest\x1a\".granary.ratelimit.StatisticsReply\x12]\n" +
@@ -1670,10 +1838,13 @@ const file_ratelimit_proto_rawDesc = "" +
 	"\rConfiguration\x12'.granary.ratelimit.ConfigurationRequest\x1a'.granary.ratelimit.SlidingWindowOptions\x12M\n" +
 	"\x05Reset\x12\x1f.granary.ratelimit.ResetRequest\x1a\x1d.granary.ratelimit.ResetReply\"\x04\x88\x80\x19\x01\x12_\n" +
 	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x01\x12\\\n" +
-	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply2\xd3\x06\n" +
+	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply2\xfd\a\n" +
 	"\x12TokenBucketLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12t\n" +
-	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.TokenBucketAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12M\n" +
+	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.TokenBucketAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12\\\n" +
+	"\n" +
+	"TryAcquire\x12,.granary.ratelimit.TokenBucketAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\x12J\n" +
+	"\x06Refund\x12 .granary.ratelimit.RefundRequest\x1a\x1e.granary.ratelimit.RefundReply\x12M\n" +
 	"\aRelease\x12!.granary.ratelimit.ReleaseRequest\x1a\x1f.granary.ratelimit.ReleaseReply\x12V\n" +
 	"\n" +
 	"Statistics\x12$.granary.ratelimit.StatisticsRequest\x1a\".granary.ratelimit.StatisticsReply\x12[\n" +
@@ -1696,7 +1867,7 @@ func file_ratelimit_proto_rawDescGZIP() []byte {
 }
 
 var file_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_ratelimit_proto_goTypes = []any{
 	(QueueOrder)(0),                     // 0: granary.ratelimit.QueueOrder
 	(*ConcurrencyOptions)(nil),          // 1: granary.ratelimit.ConcurrencyOptions
@@ -1713,18 +1884,20 @@ var file_ratelimit_proto_goTypes = []any{
 	(*TokenBucketAcquireRequest)(nil),   // 12: granary.ratelimit.TokenBucketAcquireRequest
 	(*ReleaseRequest)(nil),              // 13: granary.ratelimit.ReleaseRequest
 	(*ReleaseReply)(nil),                // 14: granary.ratelimit.ReleaseReply
-	(*StatisticsRequest)(nil),           // 15: granary.ratelimit.StatisticsRequest
-	(*StatisticsReply)(nil),             // 16: granary.ratelimit.StatisticsReply
-	(*ConfigureReply)(nil),              // 17: granary.ratelimit.ConfigureReply
-	(*ConfigurationRequest)(nil),        // 18: granary.ratelimit.ConfigurationRequest
-	(*ResetRequest)(nil),                // 19: granary.ratelimit.ResetRequest
-	(*ResetReply)(nil),                  // 20: granary.ratelimit.ResetReply
-	(*DeleteStateRequest)(nil),          // 21: granary.ratelimit.DeleteStateRequest
-	(*DeleteStateReply)(nil),            // 22: granary.ratelimit.DeleteStateReply
-	(*TryReplenishRequest)(nil),         // 23: granary.ratelimit.TryReplenishRequest
-	(*TryReplenishReply)(nil),           // 24: granary.ratelimit.TryReplenishReply
-	(*LeaseRecord)(nil),                 // 25: granary.ratelimit.LeaseRecord
-	(*LimiterState)(nil),                // 26: granary.ratelimit.LimiterState
+	(*RefundRequest)(nil),               // 15: granary.ratelimit.RefundRequest
+	(*RefundReply)(nil),                 // 16: granary.ratelimit.RefundReply
+	(*StatisticsRequest)(nil),           // 17: granary.ratelimit.StatisticsRequest
+	(*StatisticsReply)(nil),             // 18: granary.ratelimit.StatisticsReply
+	(*ConfigureReply)(nil),              // 19: granary.ratelimit.ConfigureReply
+	(*ConfigurationRequest)(nil),        // 20: granary.ratelimit.ConfigurationRequest
+	(*ResetRequest)(nil),                // 21: granary.ratelimit.ResetRequest
+	(*ResetReply)(nil),                  // 22: granary.ratelimit.ResetReply
+	(*DeleteStateRequest)(nil),          // 23: granary.ratelimit.DeleteStateRequest
+	(*DeleteStateReply)(nil),            // 24: granary.ratelimit.DeleteStateReply
+	(*TryReplenishRequest)(nil),         // 25: granary.ratelimit.TryReplenishRequest
+	(*TryReplenishReply)(nil),           // 26: granary.ratelimit.TryReplenishReply
+	(*LeaseRecord)(nil),                 // 27: granary.ratelimit.LeaseRecord
+	(*LimiterState)(nil),                // 28: granary.ratelimit.LimiterState
 }
 var file_ratelimit_proto_depIdxs = []int32{
 	0,  // 0: granary.ratelimit.ConcurrencyOptions.queue_order:type_name -> granary.ratelimit.QueueOrder
@@ -1737,79 +1910,93 @@ var file_ratelimit_proto_depIdxs = []int32{
 	2,  // 7: granary.ratelimit.FixedWindowAcquireRequest.options:type_name -> granary.ratelimit.FixedWindowOptions
 	3,  // 8: granary.ratelimit.SlidingWindowAcquireRequest.options:type_name -> granary.ratelimit.SlidingWindowOptions
 	4,  // 9: granary.ratelimit.TokenBucketAcquireRequest.options:type_name -> granary.ratelimit.TokenBucketOptions
-	25, // 10: granary.ratelimit.LimiterState.leases:type_name -> granary.ratelimit.LeaseRecord
+	27, // 10: granary.ratelimit.LimiterState.leases:type_name -> granary.ratelimit.LeaseRecord
 	8,  // 11: granary.ratelimit.ConcurrencyLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
 	9,  // 12: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.ConcurrencyAcquireRequest
-	13, // 13: granary.ratelimit.ConcurrencyLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	15, // 14: granary.ratelimit.ConcurrencyLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	1,  // 15: granary.ratelimit.ConcurrencyLimiter.Configure:input_type -> granary.ratelimit.ConcurrencyOptions
-	18, // 16: granary.ratelimit.ConcurrencyLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	19, // 17: granary.ratelimit.ConcurrencyLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	21, // 18: granary.ratelimit.ConcurrencyLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	8,  // 19: granary.ratelimit.FixedWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	10, // 20: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.FixedWindowAcquireRequest
-	13, // 21: granary.ratelimit.FixedWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	15, // 22: granary.ratelimit.FixedWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	2,  // 23: granary.ratelimit.FixedWindowLimiter.Configure:input_type -> granary.ratelimit.FixedWindowOptions
-	18, // 24: granary.ratelimit.FixedWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	19, // 25: granary.ratelimit.FixedWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	21, // 26: granary.ratelimit.FixedWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	23, // 27: granary.ratelimit.FixedWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	8,  // 28: granary.ratelimit.SlidingWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	11, // 29: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
-	13, // 30: granary.ratelimit.SlidingWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	15, // 31: granary.ratelimit.SlidingWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	3,  // 32: granary.ratelimit.SlidingWindowLimiter.Configure:input_type -> granary.ratelimit.SlidingWindowOptions
-	18, // 33: granary.ratelimit.SlidingWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	19, // 34: granary.ratelimit.SlidingWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	21, // 35: granary.ratelimit.SlidingWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	23, // 36: granary.ratelimit.SlidingWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	8,  // 37: granary.ratelimit.TokenBucketLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	12, // 38: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.TokenBucketAcquireRequest
-	13, // 39: granary.ratelimit.TokenBucketLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	15, // 40: granary.ratelimit.TokenBucketLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	4,  // 41: granary.ratelimit.TokenBucketLimiter.Configure:input_type -> granary.ratelimit.TokenBucketOptions
-	18, // 42: granary.ratelimit.TokenBucketLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	19, // 43: granary.ratelimit.TokenBucketLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	21, // 44: granary.ratelimit.TokenBucketLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	23, // 45: granary.ratelimit.TokenBucketLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	7,  // 46: granary.ratelimit.ConcurrencyLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 47: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	14, // 48: granary.ratelimit.ConcurrencyLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	16, // 49: granary.ratelimit.ConcurrencyLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	17, // 50: granary.ratelimit.ConcurrencyLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	1,  // 51: granary.ratelimit.ConcurrencyLimiter.Configuration:output_type -> granary.ratelimit.ConcurrencyOptions
-	20, // 52: granary.ratelimit.ConcurrencyLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	22, // 53: granary.ratelimit.ConcurrencyLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	7,  // 54: granary.ratelimit.FixedWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 55: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	14, // 56: granary.ratelimit.FixedWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	16, // 57: granary.ratelimit.FixedWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	17, // 58: granary.ratelimit.FixedWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	2,  // 59: granary.ratelimit.FixedWindowLimiter.Configuration:output_type -> granary.ratelimit.FixedWindowOptions
-	20, // 60: granary.ratelimit.FixedWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	22, // 61: granary.ratelimit.FixedWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	24, // 62: granary.ratelimit.FixedWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	7,  // 63: granary.ratelimit.SlidingWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 64: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	14, // 65: granary.ratelimit.SlidingWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	16, // 66: granary.ratelimit.SlidingWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	17, // 67: granary.ratelimit.SlidingWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	3,  // 68: granary.ratelimit.SlidingWindowLimiter.Configuration:output_type -> granary.ratelimit.SlidingWindowOptions
-	20, // 69: granary.ratelimit.SlidingWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	22, // 70: granary.ratelimit.SlidingWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	24, // 71: granary.ratelimit.SlidingWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	7,  // 72: granary.ratelimit.TokenBucketLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 73: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	14, // 74: granary.ratelimit.TokenBucketLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	16, // 75: granary.ratelimit.TokenBucketLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	17, // 76: granary.ratelimit.TokenBucketLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	4,  // 77: granary.ratelimit.TokenBucketLimiter.Configuration:output_type -> granary.ratelimit.TokenBucketOptions
-	20, // 78: granary.ratelimit.TokenBucketLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	22, // 79: granary.ratelimit.TokenBucketLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	24, // 80: granary.ratelimit.TokenBucketLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	46, // [46:81] is the sub-list for method output_type
-	11, // [11:46] is the sub-list for method input_type
+	9,  // 13: granary.ratelimit.ConcurrencyLimiter.TryAcquire:input_type -> granary.ratelimit.ConcurrencyAcquireRequest
+	13, // 14: granary.ratelimit.ConcurrencyLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	17, // 15: granary.ratelimit.ConcurrencyLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	1,  // 16: granary.ratelimit.ConcurrencyLimiter.Configure:input_type -> granary.ratelimit.ConcurrencyOptions
+	20, // 17: granary.ratelimit.ConcurrencyLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	21, // 18: granary.ratelimit.ConcurrencyLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	23, // 19: granary.ratelimit.ConcurrencyLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	8,  // 20: granary.ratelimit.FixedWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	10, // 21: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.FixedWindowAcquireRequest
+	10, // 22: granary.ratelimit.FixedWindowLimiter.TryAcquire:input_type -> granary.ratelimit.FixedWindowAcquireRequest
+	15, // 23: granary.ratelimit.FixedWindowLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
+	13, // 24: granary.ratelimit.FixedWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	17, // 25: granary.ratelimit.FixedWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	2,  // 26: granary.ratelimit.FixedWindowLimiter.Configure:input_type -> granary.ratelimit.FixedWindowOptions
+	20, // 27: granary.ratelimit.FixedWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	21, // 28: granary.ratelimit.FixedWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	23, // 29: granary.ratelimit.FixedWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	25, // 30: granary.ratelimit.FixedWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	8,  // 31: granary.ratelimit.SlidingWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	11, // 32: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
+	11, // 33: granary.ratelimit.SlidingWindowLimiter.TryAcquire:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
+	15, // 34: granary.ratelimit.SlidingWindowLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
+	13, // 35: granary.ratelimit.SlidingWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	17, // 36: granary.ratelimit.SlidingWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	3,  // 37: granary.ratelimit.SlidingWindowLimiter.Configure:input_type -> granary.ratelimit.SlidingWindowOptions
+	20, // 38: granary.ratelimit.SlidingWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	21, // 39: granary.ratelimit.SlidingWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	23, // 40: granary.ratelimit.SlidingWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	25, // 41: granary.ratelimit.SlidingWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	8,  // 42: granary.ratelimit.TokenBucketLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	12, // 43: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.TokenBucketAcquireRequest
+	12, // 44: granary.ratelimit.TokenBucketLimiter.TryAcquire:input_type -> granary.ratelimit.TokenBucketAcquireRequest
+	15, // 45: granary.ratelimit.TokenBucketLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
+	13, // 46: granary.ratelimit.TokenBucketLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	17, // 47: granary.ratelimit.TokenBucketLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	4,  // 48: granary.ratelimit.TokenBucketLimiter.Configure:input_type -> granary.ratelimit.TokenBucketOptions
+	20, // 49: granary.ratelimit.TokenBucketLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	21, // 50: granary.ratelimit.TokenBucketLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	23, // 51: granary.ratelimit.TokenBucketLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	25, // 52: granary.ratelimit.TokenBucketLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	7,  // 53: granary.ratelimit.ConcurrencyLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 54: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 55: granary.ratelimit.ConcurrencyLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	14, // 56: granary.ratelimit.ConcurrencyLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	18, // 57: granary.ratelimit.ConcurrencyLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 58: granary.ratelimit.ConcurrencyLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	1,  // 59: granary.ratelimit.ConcurrencyLimiter.Configuration:output_type -> granary.ratelimit.ConcurrencyOptions
+	22, // 60: granary.ratelimit.ConcurrencyLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 61: granary.ratelimit.ConcurrencyLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	7,  // 62: granary.ratelimit.FixedWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 63: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 64: granary.ratelimit.FixedWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	16, // 65: granary.ratelimit.FixedWindowLimiter.Refund:output_type -> granary.ratelimit.RefundReply
+	14, // 66: granary.ratelimit.FixedWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	18, // 67: granary.ratelimit.FixedWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 68: granary.ratelimit.FixedWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	2,  // 69: granary.ratelimit.FixedWindowLimiter.Configuration:output_type -> granary.ratelimit.FixedWindowOptions
+	22, // 70: granary.ratelimit.FixedWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 71: granary.ratelimit.FixedWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	26, // 72: granary.ratelimit.FixedWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	7,  // 73: granary.ratelimit.SlidingWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 74: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 75: granary.ratelimit.SlidingWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	16, // 76: granary.ratelimit.SlidingWindowLimiter.Refund:output_type -> granary.ratelimit.RefundReply
+	14, // 77: granary.ratelimit.SlidingWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	18, // 78: granary.ratelimit.SlidingWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 79: granary.ratelimit.SlidingWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	3,  // 80: granary.ratelimit.SlidingWindowLimiter.Configuration:output_type -> granary.ratelimit.SlidingWindowOptions
+	22, // 81: granary.ratelimit.SlidingWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 82: granary.ratelimit.SlidingWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	26, // 83: granary.ratelimit.SlidingWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	7,  // 84: granary.ratelimit.TokenBucketLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 85: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 86: granary.ratelimit.TokenBucketLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	16, // 87: granary.ratelimit.TokenBucketLimiter.Refund:output_type -> granary.ratelimit.RefundReply
+	14, // 88: granary.ratelimit.TokenBucketLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	18, // 89: granary.ratelimit.TokenBucketLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 90: granary.ratelimit.TokenBucketLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	4,  // 91: granary.ratelimit.TokenBucketLimiter.Configuration:output_type -> granary.ratelimit.TokenBucketOptions
+	22, // 92: granary.ratelimit.TokenBucketLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 93: granary.ratelimit.TokenBucketLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	26, // 94: granary.ratelimit.TokenBucketLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	53, // [53:95] is the sub-list for method output_type
+	11, // [11:53] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1826,7 +2013,7 @@ func file_ratelimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ratelimit_proto_rawDesc), len(file_ratelimit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

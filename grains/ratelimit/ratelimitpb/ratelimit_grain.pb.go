@@ -21,6 +21,8 @@ var (
 	ConcurrencyLimiter_Acquire_Method = &proxy.MethodDesc{Service: ConcurrencyLimiterGrainType, Name: "Acquire", ID: 0x18f74278, Bounded: true}
 	// ConcurrencyLimiter_AcquireAndCheckConfiguration_Method describes ConcurrencyLimiter.AcquireAndCheckConfiguration, a bounded method.
 	ConcurrencyLimiter_AcquireAndCheckConfiguration_Method = &proxy.MethodDesc{Service: ConcurrencyLimiterGrainType, Name: "AcquireAndCheckConfiguration", ID: 0x5707ed4b, Bounded: true}
+	// ConcurrencyLimiter_TryAcquire_Method describes ConcurrencyLimiter.TryAcquire, an unbounded method.
+	ConcurrencyLimiter_TryAcquire_Method = &proxy.MethodDesc{Service: ConcurrencyLimiterGrainType, Name: "TryAcquire", ID: 0x00c4a3b3, Bounded: false}
 	// ConcurrencyLimiter_Release_Method describes ConcurrencyLimiter.Release, an unbounded method.
 	ConcurrencyLimiter_Release_Method = &proxy.MethodDesc{Service: ConcurrencyLimiterGrainType, Name: "Release", ID: 0x86eed651, Bounded: false}
 	// ConcurrencyLimiter_Statistics_Method describes ConcurrencyLimiter.Statistics, an unbounded method.
@@ -69,6 +71,16 @@ func (r ConcurrencyLimiterRef) Acquire(ctx context.Context, in *AcquireRequest, 
 // or the time left before ctx's deadline when that is shorter.
 func (r ConcurrencyLimiterRef) AcquireAndCheckConfiguration(ctx context.Context, in *ConcurrencyAcquireRequest, opts ...proxy.CallOption) (*LeaseMetadata, error) {
 	return _ConcurrencyLimiter_AcquireAndCheckConfiguration_Call(ctx, r.ref, in, opts)
+}
+
+// TryAcquire takes permits only if they can be granted now, as .NET's
+// AttemptAcquire does: it never waits in the queue, and a rejection
+// carries the same metadata as an attempt's. Options, when given, are
+// applied first as by AcquireAndCheckConfiguration when the limiter is
+// idle; when they differ while acquisitions wait, the attempt is
+// rejected rather than wait for the change.
+func (r ConcurrencyLimiterRef) TryAcquire(ctx context.Context, in *ConcurrencyAcquireRequest, opts ...proxy.CallOption) (*LeaseMetadata, error) {
+	return _ConcurrencyLimiter_TryAcquire_Call(ctx, r.ref, in, opts)
 }
 
 // Release returns a lease's permits.
@@ -128,6 +140,13 @@ type ConcurrencyLimiterGrain interface {
 	// It is bounded: the call carries the caller's time budget, which
 	// starts when the method begins; read it with actor.Budget(ctx).
 	AcquireAndCheckConfiguration(context.Context, *ConcurrencyAcquireRequest) (*LeaseMetadata, error)
+	// TryAcquire takes permits only if they can be granted now, as .NET's
+	// AttemptAcquire does: it never waits in the queue, and a rejection
+	// carries the same metadata as an attempt's. Options, when given, are
+	// applied first as by AcquireAndCheckConfiguration when the limiter is
+	// idle; when they differ while acquisitions wait, the attempt is
+	// rejected rather than wait for the change.
+	TryAcquire(context.Context, *ConcurrencyAcquireRequest) (*LeaseMetadata, error)
 	// Release returns a lease's permits.
 	Release(context.Context, *ReleaseRequest) (*ReleaseReply, error)
 	// Statistics returns the counters.
@@ -166,6 +185,11 @@ var ConcurrencyLimiterService = &proxy.ServiceDesc{
 			Desc:       ConcurrencyLimiter_AcquireAndCheckConfiguration_Method,
 			NewRequest: func() proto.Message { return new(ConcurrencyAcquireRequest) },
 			Invoke:     _ConcurrencyLimiter_AcquireAndCheckConfiguration_Invoke,
+		},
+		{
+			Desc:       ConcurrencyLimiter_TryAcquire_Method,
+			NewRequest: func() proto.Message { return new(ConcurrencyAcquireRequest) },
+			Invoke:     _ConcurrencyLimiter_TryAcquire_Invoke,
 		},
 		{
 			Desc:       ConcurrencyLimiter_Release_Method,
@@ -219,6 +243,15 @@ func _ConcurrencyLimiter_Acquire_Call(_ctx context.Context, _ref proxy.Ref, _in 
 func _ConcurrencyLimiter_AcquireAndCheckConfiguration_Call(_ctx context.Context, _ref proxy.Ref, _in *ConcurrencyAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
 	_out := new(LeaseMetadata)
 	if _err := _ref.Invoke(_ctx, ConcurrencyLimiter_AcquireAndCheckConfiguration_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _ConcurrencyLimiter_TryAcquire_Call is ConcurrencyLimiterRef.TryAcquire's body, with names no import can hide.
+func _ConcurrencyLimiter_TryAcquire_Call(_ctx context.Context, _ref proxy.Ref, _in *ConcurrencyAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
+	_out := new(LeaseMetadata)
+	if _err := _ref.Invoke(_ctx, ConcurrencyLimiter_TryAcquire_Method, _in, _out, _opts...); _err != nil {
 		return nil, _err
 	}
 	return _out, nil
@@ -296,6 +329,15 @@ func _ConcurrencyLimiter_AcquireAndCheckConfiguration_Invoke(_ctx context.Contex
 	return _out, _err
 }
 
+func _ConcurrencyLimiter_TryAcquire_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(ConcurrencyLimiterGrain).TryAcquire(_ctx, _req.(*ConcurrencyAcquireRequest))
+	if _out == nil {
+		// A nil *LeaseMetadata would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
 func _ConcurrencyLimiter_Release_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
 	_out, _err := _grain.(ConcurrencyLimiterGrain).Release(_ctx, _req.(*ReleaseRequest))
 	if _out == nil {
@@ -361,6 +403,10 @@ var (
 	FixedWindowLimiter_Acquire_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "Acquire", ID: 0xa2a56fe3, Bounded: true}
 	// FixedWindowLimiter_AcquireAndCheckConfiguration_Method describes FixedWindowLimiter.AcquireAndCheckConfiguration, a bounded method.
 	FixedWindowLimiter_AcquireAndCheckConfiguration_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "AcquireAndCheckConfiguration", ID: 0x1e824316, Bounded: true}
+	// FixedWindowLimiter_TryAcquire_Method describes FixedWindowLimiter.TryAcquire, an unbounded method.
+	FixedWindowLimiter_TryAcquire_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "TryAcquire", ID: 0x8883f326, Bounded: false}
+	// FixedWindowLimiter_Refund_Method describes FixedWindowLimiter.Refund, an unbounded method.
+	FixedWindowLimiter_Refund_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "Refund", ID: 0x1f19e8af, Bounded: false}
 	// FixedWindowLimiter_Release_Method describes FixedWindowLimiter.Release, an unbounded method.
 	FixedWindowLimiter_Release_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "Release", ID: 0x929361ee, Bounded: false}
 	// FixedWindowLimiter_Statistics_Method describes FixedWindowLimiter.Statistics, an unbounded method.
@@ -413,7 +459,25 @@ func (r FixedWindowLimiterRef) AcquireAndCheckConfiguration(ctx context.Context,
 	return _FixedWindowLimiter_AcquireAndCheckConfiguration_Call(ctx, r.ref, in, opts)
 }
 
+// TryAcquire takes permits only if they can be granted now, as .NET's
+// AttemptAcquire does: it never waits in the queue, and a rejection
+// carries the same metadata as an attempt's. Options, when given, are
+// applied first as by AcquireAndCheckConfiguration when the limiter is
+// idle; when they differ while acquisitions wait, the attempt is
+// rejected rather than wait for the change.
+func (r FixedWindowLimiterRef) TryAcquire(ctx context.Context, in *FixedWindowAcquireRequest, opts ...proxy.CallOption) (*LeaseMetadata, error) {
+	return _FixedWindowLimiter_TryAcquire_Call(ctx, r.ref, in, opts)
+}
+
 // Release is accepted for compatibility; time-based leases return nothing.
+// Refund gives back the permits of a lease acquired as refundable, once
+// and only while the algorithm can put them back where they were
+// charged.
+func (r FixedWindowLimiterRef) Refund(ctx context.Context, in *RefundRequest, opts ...proxy.CallOption) (*RefundReply, error) {
+	return _FixedWindowLimiter_Refund_Call(ctx, r.ref, in, opts)
+}
+
+// Release calls FixedWindowLimiter.Release on the referenced grain.
 func (r FixedWindowLimiterRef) Release(ctx context.Context, in *ReleaseRequest, opts ...proxy.CallOption) (*ReleaseReply, error) {
 	return _FixedWindowLimiter_Release_Call(ctx, r.ref, in, opts)
 }
@@ -475,7 +539,19 @@ type FixedWindowLimiterGrain interface {
 	// It is bounded: the call carries the caller's time budget, which
 	// starts when the method begins; read it with actor.Budget(ctx).
 	AcquireAndCheckConfiguration(context.Context, *FixedWindowAcquireRequest) (*LeaseMetadata, error)
+	// TryAcquire takes permits only if they can be granted now, as .NET's
+	// AttemptAcquire does: it never waits in the queue, and a rejection
+	// carries the same metadata as an attempt's. Options, when given, are
+	// applied first as by AcquireAndCheckConfiguration when the limiter is
+	// idle; when they differ while acquisitions wait, the attempt is
+	// rejected rather than wait for the change.
+	TryAcquire(context.Context, *FixedWindowAcquireRequest) (*LeaseMetadata, error)
 	// Release is accepted for compatibility; time-based leases return nothing.
+	// Refund gives back the permits of a lease acquired as refundable, once
+	// and only while the algorithm can put them back where they were
+	// charged.
+	Refund(context.Context, *RefundRequest) (*RefundReply, error)
+	// Release handles FixedWindowLimiter.Release.
 	Release(context.Context, *ReleaseRequest) (*ReleaseReply, error)
 	// Statistics returns the counters.
 	Statistics(context.Context, *StatisticsRequest) (*StatisticsReply, error)
@@ -515,6 +591,16 @@ var FixedWindowLimiterService = &proxy.ServiceDesc{
 			Desc:       FixedWindowLimiter_AcquireAndCheckConfiguration_Method,
 			NewRequest: func() proto.Message { return new(FixedWindowAcquireRequest) },
 			Invoke:     _FixedWindowLimiter_AcquireAndCheckConfiguration_Invoke,
+		},
+		{
+			Desc:       FixedWindowLimiter_TryAcquire_Method,
+			NewRequest: func() proto.Message { return new(FixedWindowAcquireRequest) },
+			Invoke:     _FixedWindowLimiter_TryAcquire_Invoke,
+		},
+		{
+			Desc:       FixedWindowLimiter_Refund_Method,
+			NewRequest: func() proto.Message { return new(RefundRequest) },
+			Invoke:     _FixedWindowLimiter_Refund_Invoke,
 		},
 		{
 			Desc:       FixedWindowLimiter_Release_Method,
@@ -573,6 +659,24 @@ func _FixedWindowLimiter_Acquire_Call(_ctx context.Context, _ref proxy.Ref, _in 
 func _FixedWindowLimiter_AcquireAndCheckConfiguration_Call(_ctx context.Context, _ref proxy.Ref, _in *FixedWindowAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
 	_out := new(LeaseMetadata)
 	if _err := _ref.Invoke(_ctx, FixedWindowLimiter_AcquireAndCheckConfiguration_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _FixedWindowLimiter_TryAcquire_Call is FixedWindowLimiterRef.TryAcquire's body, with names no import can hide.
+func _FixedWindowLimiter_TryAcquire_Call(_ctx context.Context, _ref proxy.Ref, _in *FixedWindowAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
+	_out := new(LeaseMetadata)
+	if _err := _ref.Invoke(_ctx, FixedWindowLimiter_TryAcquire_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _FixedWindowLimiter_Refund_Call is FixedWindowLimiterRef.Refund's body, with names no import can hide.
+func _FixedWindowLimiter_Refund_Call(_ctx context.Context, _ref proxy.Ref, _in *RefundRequest, _opts []proxy.CallOption) (*RefundReply, error) {
+	_out := new(RefundReply)
+	if _err := _ref.Invoke(_ctx, FixedWindowLimiter_Refund_Method, _in, _out, _opts...); _err != nil {
 		return nil, _err
 	}
 	return _out, nil
@@ -659,6 +763,24 @@ func _FixedWindowLimiter_AcquireAndCheckConfiguration_Invoke(_ctx context.Contex
 	return _out, _err
 }
 
+func _FixedWindowLimiter_TryAcquire_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(FixedWindowLimiterGrain).TryAcquire(_ctx, _req.(*FixedWindowAcquireRequest))
+	if _out == nil {
+		// A nil *LeaseMetadata would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _FixedWindowLimiter_Refund_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(FixedWindowLimiterGrain).Refund(_ctx, _req.(*RefundRequest))
+	if _out == nil {
+		// A nil *RefundReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
 func _FixedWindowLimiter_Release_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
 	_out, _err := _grain.(FixedWindowLimiterGrain).Release(_ctx, _req.(*ReleaseRequest))
 	if _out == nil {
@@ -733,6 +855,10 @@ var (
 	SlidingWindowLimiter_Acquire_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "Acquire", ID: 0x72e9ecaf, Bounded: true}
 	// SlidingWindowLimiter_AcquireAndCheckConfiguration_Method describes SlidingWindowLimiter.AcquireAndCheckConfiguration, a bounded method.
 	SlidingWindowLimiter_AcquireAndCheckConfiguration_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "AcquireAndCheckConfiguration", ID: 0x47fd5052, Bounded: true}
+	// SlidingWindowLimiter_TryAcquire_Method describes SlidingWindowLimiter.TryAcquire, an unbounded method.
+	SlidingWindowLimiter_TryAcquire_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "TryAcquire", ID: 0x20eb9462, Bounded: false}
+	// SlidingWindowLimiter_Refund_Method describes SlidingWindowLimiter.Refund, an unbounded method.
+	SlidingWindowLimiter_Refund_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "Refund", ID: 0xd6225ceb, Bounded: false}
 	// SlidingWindowLimiter_Release_Method describes SlidingWindowLimiter.Release, an unbounded method.
 	SlidingWindowLimiter_Release_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "Release", ID: 0x0d9042ca, Bounded: false}
 	// SlidingWindowLimiter_Statistics_Method describes SlidingWindowLimiter.Statistics, an unbounded method.
@@ -785,7 +911,25 @@ func (r SlidingWindowLimiterRef) AcquireAndCheckConfiguration(ctx context.Contex
 	return _SlidingWindowLimiter_AcquireAndCheckConfiguration_Call(ctx, r.ref, in, opts)
 }
 
+// TryAcquire takes permits only if they can be granted now, as .NET's
+// AttemptAcquire does: it never waits in the queue, and a rejection
+// carries the same metadata as an attempt's. Options, when given, are
+// applied first as by AcquireAndCheckConfiguration when the limiter is
+// idle; when they differ while acquisitions wait, the attempt is
+// rejected rather than wait for the change.
+func (r SlidingWindowLimiterRef) TryAcquire(ctx context.Context, in *SlidingWindowAcquireRequest, opts ...proxy.CallOption) (*LeaseMetadata, error) {
+	return _SlidingWindowLimiter_TryAcquire_Call(ctx, r.ref, in, opts)
+}
+
 // Release is accepted for compatibility; time-based leases return nothing.
+// Refund gives back the permits of a lease acquired as refundable, once
+// and only while the algorithm can put them back where they were
+// charged.
+func (r SlidingWindowLimiterRef) Refund(ctx context.Context, in *RefundRequest, opts ...proxy.CallOption) (*RefundReply, error) {
+	return _SlidingWindowLimiter_Refund_Call(ctx, r.ref, in, opts)
+}
+
+// Release calls SlidingWindowLimiter.Release on the referenced grain.
 func (r SlidingWindowLimiterRef) Release(ctx context.Context, in *ReleaseRequest, opts ...proxy.CallOption) (*ReleaseReply, error) {
 	return _SlidingWindowLimiter_Release_Call(ctx, r.ref, in, opts)
 }
@@ -847,7 +991,19 @@ type SlidingWindowLimiterGrain interface {
 	// It is bounded: the call carries the caller's time budget, which
 	// starts when the method begins; read it with actor.Budget(ctx).
 	AcquireAndCheckConfiguration(context.Context, *SlidingWindowAcquireRequest) (*LeaseMetadata, error)
+	// TryAcquire takes permits only if they can be granted now, as .NET's
+	// AttemptAcquire does: it never waits in the queue, and a rejection
+	// carries the same metadata as an attempt's. Options, when given, are
+	// applied first as by AcquireAndCheckConfiguration when the limiter is
+	// idle; when they differ while acquisitions wait, the attempt is
+	// rejected rather than wait for the change.
+	TryAcquire(context.Context, *SlidingWindowAcquireRequest) (*LeaseMetadata, error)
 	// Release is accepted for compatibility; time-based leases return nothing.
+	// Refund gives back the permits of a lease acquired as refundable, once
+	// and only while the algorithm can put them back where they were
+	// charged.
+	Refund(context.Context, *RefundRequest) (*RefundReply, error)
+	// Release handles SlidingWindowLimiter.Release.
 	Release(context.Context, *ReleaseRequest) (*ReleaseReply, error)
 	// Statistics returns the counters.
 	Statistics(context.Context, *StatisticsRequest) (*StatisticsReply, error)
@@ -887,6 +1043,16 @@ var SlidingWindowLimiterService = &proxy.ServiceDesc{
 			Desc:       SlidingWindowLimiter_AcquireAndCheckConfiguration_Method,
 			NewRequest: func() proto.Message { return new(SlidingWindowAcquireRequest) },
 			Invoke:     _SlidingWindowLimiter_AcquireAndCheckConfiguration_Invoke,
+		},
+		{
+			Desc:       SlidingWindowLimiter_TryAcquire_Method,
+			NewRequest: func() proto.Message { return new(SlidingWindowAcquireRequest) },
+			Invoke:     _SlidingWindowLimiter_TryAcquire_Invoke,
+		},
+		{
+			Desc:       SlidingWindowLimiter_Refund_Method,
+			NewRequest: func() proto.Message { return new(RefundRequest) },
+			Invoke:     _SlidingWindowLimiter_Refund_Invoke,
 		},
 		{
 			Desc:       SlidingWindowLimiter_Release_Method,
@@ -945,6 +1111,24 @@ func _SlidingWindowLimiter_Acquire_Call(_ctx context.Context, _ref proxy.Ref, _i
 func _SlidingWindowLimiter_AcquireAndCheckConfiguration_Call(_ctx context.Context, _ref proxy.Ref, _in *SlidingWindowAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
 	_out := new(LeaseMetadata)
 	if _err := _ref.Invoke(_ctx, SlidingWindowLimiter_AcquireAndCheckConfiguration_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _SlidingWindowLimiter_TryAcquire_Call is SlidingWindowLimiterRef.TryAcquire's body, with names no import can hide.
+func _SlidingWindowLimiter_TryAcquire_Call(_ctx context.Context, _ref proxy.Ref, _in *SlidingWindowAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
+	_out := new(LeaseMetadata)
+	if _err := _ref.Invoke(_ctx, SlidingWindowLimiter_TryAcquire_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _SlidingWindowLimiter_Refund_Call is SlidingWindowLimiterRef.Refund's body, with names no import can hide.
+func _SlidingWindowLimiter_Refund_Call(_ctx context.Context, _ref proxy.Ref, _in *RefundRequest, _opts []proxy.CallOption) (*RefundReply, error) {
+	_out := new(RefundReply)
+	if _err := _ref.Invoke(_ctx, SlidingWindowLimiter_Refund_Method, _in, _out, _opts...); _err != nil {
 		return nil, _err
 	}
 	return _out, nil
@@ -1031,6 +1215,24 @@ func _SlidingWindowLimiter_AcquireAndCheckConfiguration_Invoke(_ctx context.Cont
 	return _out, _err
 }
 
+func _SlidingWindowLimiter_TryAcquire_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(SlidingWindowLimiterGrain).TryAcquire(_ctx, _req.(*SlidingWindowAcquireRequest))
+	if _out == nil {
+		// A nil *LeaseMetadata would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _SlidingWindowLimiter_Refund_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(SlidingWindowLimiterGrain).Refund(_ctx, _req.(*RefundRequest))
+	if _out == nil {
+		// A nil *RefundReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
 func _SlidingWindowLimiter_Release_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
 	_out, _err := _grain.(SlidingWindowLimiterGrain).Release(_ctx, _req.(*ReleaseRequest))
 	if _out == nil {
@@ -1105,6 +1307,10 @@ var (
 	TokenBucketLimiter_Acquire_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "Acquire", ID: 0x7290e908, Bounded: true}
 	// TokenBucketLimiter_AcquireAndCheckConfiguration_Method describes TokenBucketLimiter.AcquireAndCheckConfiguration, a bounded method.
 	TokenBucketLimiter_AcquireAndCheckConfiguration_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "AcquireAndCheckConfiguration", ID: 0x00ab38db, Bounded: true}
+	// TokenBucketLimiter_TryAcquire_Method describes TokenBucketLimiter.TryAcquire, an unbounded method.
+	TokenBucketLimiter_TryAcquire_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "TryAcquire", ID: 0xa7569503, Bounded: false}
+	// TokenBucketLimiter_Refund_Method describes TokenBucketLimiter.Refund, an unbounded method.
+	TokenBucketLimiter_Refund_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "Refund", ID: 0x5fe01506, Bounded: false}
 	// TokenBucketLimiter_Release_Method describes TokenBucketLimiter.Release, an unbounded method.
 	TokenBucketLimiter_Release_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "Release", ID: 0x125fe5c1, Bounded: false}
 	// TokenBucketLimiter_Statistics_Method describes TokenBucketLimiter.Statistics, an unbounded method.
@@ -1157,7 +1363,25 @@ func (r TokenBucketLimiterRef) AcquireAndCheckConfiguration(ctx context.Context,
 	return _TokenBucketLimiter_AcquireAndCheckConfiguration_Call(ctx, r.ref, in, opts)
 }
 
+// TryAcquire takes tokens only if they can be granted now, as .NET's
+// AttemptAcquire does: it never waits in the queue, and a rejection
+// carries the same metadata as an attempt's. Options, when given, are
+// applied first as by AcquireAndCheckConfiguration when the limiter is
+// idle; when they differ while acquisitions wait, the attempt is
+// rejected rather than wait for the change.
+func (r TokenBucketLimiterRef) TryAcquire(ctx context.Context, in *TokenBucketAcquireRequest, opts ...proxy.CallOption) (*LeaseMetadata, error) {
+	return _TokenBucketLimiter_TryAcquire_Call(ctx, r.ref, in, opts)
+}
+
 // Release is accepted for compatibility; time-based leases return nothing.
+// Refund gives back the permits of a lease acquired as refundable, once
+// and only while the algorithm can put them back where they were
+// charged.
+func (r TokenBucketLimiterRef) Refund(ctx context.Context, in *RefundRequest, opts ...proxy.CallOption) (*RefundReply, error) {
+	return _TokenBucketLimiter_Refund_Call(ctx, r.ref, in, opts)
+}
+
+// Release calls TokenBucketLimiter.Release on the referenced grain.
 func (r TokenBucketLimiterRef) Release(ctx context.Context, in *ReleaseRequest, opts ...proxy.CallOption) (*ReleaseReply, error) {
 	return _TokenBucketLimiter_Release_Call(ctx, r.ref, in, opts)
 }
@@ -1219,7 +1443,19 @@ type TokenBucketLimiterGrain interface {
 	// It is bounded: the call carries the caller's time budget, which
 	// starts when the method begins; read it with actor.Budget(ctx).
 	AcquireAndCheckConfiguration(context.Context, *TokenBucketAcquireRequest) (*LeaseMetadata, error)
+	// TryAcquire takes tokens only if they can be granted now, as .NET's
+	// AttemptAcquire does: it never waits in the queue, and a rejection
+	// carries the same metadata as an attempt's. Options, when given, are
+	// applied first as by AcquireAndCheckConfiguration when the limiter is
+	// idle; when they differ while acquisitions wait, the attempt is
+	// rejected rather than wait for the change.
+	TryAcquire(context.Context, *TokenBucketAcquireRequest) (*LeaseMetadata, error)
 	// Release is accepted for compatibility; time-based leases return nothing.
+	// Refund gives back the permits of a lease acquired as refundable, once
+	// and only while the algorithm can put them back where they were
+	// charged.
+	Refund(context.Context, *RefundRequest) (*RefundReply, error)
+	// Release handles TokenBucketLimiter.Release.
 	Release(context.Context, *ReleaseRequest) (*ReleaseReply, error)
 	// Statistics returns the counters.
 	Statistics(context.Context, *StatisticsRequest) (*StatisticsReply, error)
@@ -1259,6 +1495,16 @@ var TokenBucketLimiterService = &proxy.ServiceDesc{
 			Desc:       TokenBucketLimiter_AcquireAndCheckConfiguration_Method,
 			NewRequest: func() proto.Message { return new(TokenBucketAcquireRequest) },
 			Invoke:     _TokenBucketLimiter_AcquireAndCheckConfiguration_Invoke,
+		},
+		{
+			Desc:       TokenBucketLimiter_TryAcquire_Method,
+			NewRequest: func() proto.Message { return new(TokenBucketAcquireRequest) },
+			Invoke:     _TokenBucketLimiter_TryAcquire_Invoke,
+		},
+		{
+			Desc:       TokenBucketLimiter_Refund_Method,
+			NewRequest: func() proto.Message { return new(RefundRequest) },
+			Invoke:     _TokenBucketLimiter_Refund_Invoke,
 		},
 		{
 			Desc:       TokenBucketLimiter_Release_Method,
@@ -1317,6 +1563,24 @@ func _TokenBucketLimiter_Acquire_Call(_ctx context.Context, _ref proxy.Ref, _in 
 func _TokenBucketLimiter_AcquireAndCheckConfiguration_Call(_ctx context.Context, _ref proxy.Ref, _in *TokenBucketAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
 	_out := new(LeaseMetadata)
 	if _err := _ref.Invoke(_ctx, TokenBucketLimiter_AcquireAndCheckConfiguration_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _TokenBucketLimiter_TryAcquire_Call is TokenBucketLimiterRef.TryAcquire's body, with names no import can hide.
+func _TokenBucketLimiter_TryAcquire_Call(_ctx context.Context, _ref proxy.Ref, _in *TokenBucketAcquireRequest, _opts []proxy.CallOption) (*LeaseMetadata, error) {
+	_out := new(LeaseMetadata)
+	if _err := _ref.Invoke(_ctx, TokenBucketLimiter_TryAcquire_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _TokenBucketLimiter_Refund_Call is TokenBucketLimiterRef.Refund's body, with names no import can hide.
+func _TokenBucketLimiter_Refund_Call(_ctx context.Context, _ref proxy.Ref, _in *RefundRequest, _opts []proxy.CallOption) (*RefundReply, error) {
+	_out := new(RefundReply)
+	if _err := _ref.Invoke(_ctx, TokenBucketLimiter_Refund_Method, _in, _out, _opts...); _err != nil {
 		return nil, _err
 	}
 	return _out, nil
@@ -1398,6 +1662,24 @@ func _TokenBucketLimiter_AcquireAndCheckConfiguration_Invoke(_ctx context.Contex
 	_out, _err := _grain.(TokenBucketLimiterGrain).AcquireAndCheckConfiguration(_ctx, _req.(*TokenBucketAcquireRequest))
 	if _out == nil {
 		// A nil *LeaseMetadata would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _TokenBucketLimiter_TryAcquire_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(TokenBucketLimiterGrain).TryAcquire(_ctx, _req.(*TokenBucketAcquireRequest))
+	if _out == nil {
+		// A nil *LeaseMetadata would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _TokenBucketLimiter_Refund_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(TokenBucketLimiterGrain).Refund(_ctx, _req.(*RefundRequest))
+	if _out == nil {
+		// A nil *RefundReply would make a non-nil proto.Message.
 		return nil, _err
 	}
 	return _out, _err

@@ -722,6 +722,10 @@ func (m *AcquireRequest) AppendGranaryWire(b []byte) ([]byte, error) {
 	if x := uint64(m.Permits); x != 0 {
 		b = wirecodec.AppendVarint(append(b, 0x08), x)
 	}
+	// refundable = 2
+	if m.Refundable {
+		b = append(b, 0x10, 1)
+	}
 	return append(b, m.unknownFields...), nil
 }
 
@@ -751,6 +755,13 @@ func (m *AcquireRequest) mergeGranaryWire(b []byte, depth int) error {
 			}
 			b = b[n:]
 			m.Permits = int64(x)
+		case 0x10: // refundable
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Refundable = x != 0
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
@@ -791,6 +802,10 @@ func (m *ConcurrencyAcquireRequest) AppendGranaryWire(b []byte) ([]byte, error) 
 			copy(b[start+extra:], b[start:start+n])
 			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
 		}
+	}
+	// refundable = 3
+	if m.Refundable {
+		b = append(b, 0x18, 1)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -838,6 +853,13 @@ func (m *ConcurrencyAcquireRequest) mergeGranaryWire(b []byte, depth int) error 
 			if err := m.Options.mergeGranaryWire(v, depth); err != nil {
 				return err
 			}
+		case 0x18: // refundable
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Refundable = x != 0
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
@@ -878,6 +900,10 @@ func (m *FixedWindowAcquireRequest) AppendGranaryWire(b []byte) ([]byte, error) 
 			copy(b[start+extra:], b[start:start+n])
 			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
 		}
+	}
+	// refundable = 3
+	if m.Refundable {
+		b = append(b, 0x18, 1)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -925,6 +951,13 @@ func (m *FixedWindowAcquireRequest) mergeGranaryWire(b []byte, depth int) error 
 			if err := m.Options.mergeGranaryWire(v, depth); err != nil {
 				return err
 			}
+		case 0x18: // refundable
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Refundable = x != 0
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
@@ -965,6 +998,10 @@ func (m *SlidingWindowAcquireRequest) AppendGranaryWire(b []byte) ([]byte, error
 			copy(b[start+extra:], b[start:start+n])
 			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
 		}
+	}
+	// refundable = 3
+	if m.Refundable {
+		b = append(b, 0x18, 1)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -1012,6 +1049,13 @@ func (m *SlidingWindowAcquireRequest) mergeGranaryWire(b []byte, depth int) erro
 			if err := m.Options.mergeGranaryWire(v, depth); err != nil {
 				return err
 			}
+		case 0x18: // refundable
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Refundable = x != 0
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
@@ -1052,6 +1096,10 @@ func (m *TokenBucketAcquireRequest) AppendGranaryWire(b []byte) ([]byte, error) 
 			copy(b[start+extra:], b[start:start+n])
 			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
 		}
+	}
+	// refundable = 3
+	if m.Refundable {
+		b = append(b, 0x18, 1)
 	}
 	return append(b, m.unknownFields...), nil
 }
@@ -1099,6 +1147,13 @@ func (m *TokenBucketAcquireRequest) mergeGranaryWire(b []byte, depth int) error 
 			if err := m.Options.mergeGranaryWire(v, depth); err != nil {
 				return err
 			}
+		case 0x18: // refundable
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Refundable = x != 0
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
@@ -1217,6 +1272,112 @@ func (m *ReleaseReply) mergeGranaryWire(b []byte, depth int) error {
 	return nil
 invalid:
 	return wirecodec.InvalidError("granary.ratelimit.ReleaseReply")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *RefundRequest) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// lease_id = 1
+	if x := m.LeaseId; x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *RefundRequest) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *RefundRequest) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.ratelimit.RefundRequest")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // lease_id
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.LeaseId = x
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.ratelimit.RefundRequest")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *RefundReply) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// refunded = 1
+	if x := uint64(m.Refunded); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *RefundReply) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *RefundReply) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.ratelimit.RefundReply")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // refunded
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Refunded = int64(x)
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.ratelimit.RefundReply")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal

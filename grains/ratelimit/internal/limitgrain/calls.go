@@ -50,9 +50,10 @@ const (
 // limiter's queue, or any call waiting behind a configuration change. Its
 // one deadline, fixed when the reply was kept, covers both waits.
 type call[O any] struct {
-	kind    callKind
-	permits int64
-	options O
+	kind       callKind
+	permits    int64
+	options    O
+	refundable bool // a time-based grant keeps what a Refund needs
 
 	reply    deferred
 	deadline time.Time // zero when the call has no budget
@@ -220,7 +221,7 @@ func (g *grain[O, P, R]) finish(w *limiter.Waiter, now time.Time) {
 			g.counters.expired.Add(1)
 			g.answer(c, g.notAcquiredReply(), nil)
 		default:
-			g.answer(c, g.leaseReply(lease), nil)
+			g.answer(c, g.leaseReply(lease, c.refundable), nil)
 		}
 	case limiter.OutcomeCanceled:
 		g.answerGivenUp(c)
@@ -307,7 +308,7 @@ func (g *grain[O, P, R]) acquireHeld(c *call[O], now time.Time) {
 		g.answer(c, nil, err)
 	case w == nil:
 		g.act.MarkDirty()
-		g.answer(c, g.leaseReply(lease), nil)
+		g.answer(c, g.leaseReply(lease, c.refundable), nil)
 	default:
 		g.act.MarkDirty()
 		g.enqueued(c, w)

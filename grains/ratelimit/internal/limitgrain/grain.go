@@ -39,6 +39,28 @@ type replenisher interface {
 type acquireRequest[P any] interface {
 	GetPermits() int64
 	GetOptions() P
+	GetRefundable() bool
+}
+
+// refunder is implemented by the time-based limiters, which give back
+// the permits of a lease its holder did not use while they can put them
+// back where they were charged.
+type refunder interface {
+	Refund(now time.Time, l limiter.Lease) int64
+	Refundable(l limiter.Lease) bool
+}
+
+// refundHorizon is how long a time-based grain keeps what a Refund needs.
+// A decision over several limits refunds within its own call, so a lease
+// not refunded by then never will be; the bound keeps a grain whose
+// callers died mid-decision from collecting records. (Fixed and sliding
+// windows drop a record sooner, once the algorithm could not refund it.)
+const refundHorizon = time.Minute
+
+// refundRecord is a refundable time-based lease not yet refunded.
+type refundRecord struct {
+	lease limiter.Lease
+	at    time.Time
 }
 
 // grain is a limiter grain of any of the four algorithms: O is the
@@ -60,6 +82,13 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	core        core
 	releaser    releaser    // nil for the time-based algorithms
 	replenisher replenisher // nil for the concurrency limiter
+	refunder    refunder    // nil for the concurrency limiter
+
+	// refunds are the refundable time-based leases not yet refunded, by
+	// lease id; pruneAt is the size at which the next insertion drops the
+	// records that can no longer be refunded.
+	refunds map[uint64]refundRecord
+	pruneAt int
 
 	// leases are the concurrency leases not yet released: lease id ->
 	// permits. Time-based grains keep nothing per lease.
@@ -138,6 +167,8 @@ func (g *grain[O, P, R]) install(o O, c core, now time.Time) {
 	g.core = c
 	g.releaser, _ = c.(releaser)
 	g.replenisher, _ = c.(replenisher)
+	g.refunder, _ = c.(refunder)
+	g.refunds = nil
 	c.SetCompletionHandler(g.onCompleted)
 	g.leases = nil
 	if g.releaser != nil {
@@ -155,15 +186,15 @@ func (g *grain[O, P, R]) onCompleted(w *limiter.Waiter) { g.completed = append(g
 // with no timer and no deferred reply; only a call that must wait keeps
 // its reply and arms its deadline.
 func (g *grain[O, P, R]) Acquire(_ context.Context, in *pb.AcquireRequest) (*pb.LeaseMetadata, error) {
-	return g.acquire(in.Permits)
+	return g.acquire(in.Permits, in.Refundable)
 }
 
-func (g *grain[O, P, R]) acquire(permits int64) (*pb.LeaseMetadata, error) {
+func (g *grain[O, P, R]) acquire(permits int64, refundable bool) (*pb.LeaseMetadata, error) {
 	if len(g.held) > 0 {
-		g.hold(&call[O]{kind: acquireCall, permits: permits})
+		g.hold(&call[O]{kind: acquireCall, permits: permits, refundable: refundable})
 		return nil, nil
 	}
-	return g.acquireNow(permits)
+	return g.acquireNow(permits, refundable)
 }
 
 // AcquireAndCheckConfiguration reconfigures the grain first when the
@@ -172,7 +203,7 @@ func (g *grain[O, P, R]) acquire(permits int64) (*pb.LeaseMetadata, error) {
 func (g *grain[O, P, R]) AcquireAndCheckConfiguration(_ context.Context, in R) (*pb.LeaseMetadata, error) {
 	o, ok := g.alg.fromWire(in.GetOptions())
 	if !ok || (o == g.options && len(g.held) == 0) {
-		return g.acquire(in.GetPermits())
+		return g.acquire(in.GetPermits(), in.GetRefundable())
 	}
 	now := g.act.Now()
 	trial, err := g.trial(o, in.GetPermits(), now)
@@ -181,16 +212,50 @@ func (g *grain[O, P, R]) AcquireAndCheckConfiguration(_ context.Context, in R) (
 	}
 	if g.idle() {
 		g.reconfigure(o, trial, now)
-		return g.acquireNow(in.GetPermits())
+		return g.acquireNow(in.GetPermits(), in.GetRefundable())
 	}
 	// Behind an earlier change, the options are compared again when the
 	// call's turn comes, with the options that change installed.
-	g.hold(&call[O]{kind: reconfigureCall, permits: in.GetPermits(), options: o})
+	g.hold(&call[O]{kind: reconfigureCall, permits: in.GetPermits(), options: o, refundable: in.GetRefundable()})
 	return nil, nil
 }
 
+// TryAcquire takes permits only if the limiter grants them now (the
+// core's AttemptAcquire): it never queues, defers its reply or arms a
+// timer. Options that differ are installed first when nothing waits;
+// while acquisitions wait, a change could only come after them, so the
+// attempt is rejected at once instead.
+//
+// An attempt does not wait behind a configuration change held for the
+// queue either: it runs against the limiter as it is, where an
+// OldestFirst queue (which such a change implies) refuses it anyway and
+// a NewestFirst one lets it through as the newest request, as .NET's
+// AttemptAcquire does.
+func (g *grain[O, P, R]) TryAcquire(_ context.Context, in R) (*pb.LeaseMetadata, error) {
+	now := g.act.Now()
+	permits := in.GetPermits()
+	if o, ok := g.alg.fromWire(in.GetOptions()); ok && o != g.options {
+		trial, err := g.trial(o, permits, now)
+		if err != nil {
+			return nil, err
+		}
+		if !g.idle() {
+			g.counters.rejected.Add(1)
+			return &pb.LeaseMetadata{ReleaseOptional: true}, nil
+		}
+		g.reconfigure(o, trial, now)
+	}
+	lease, err := g.core.AttemptAcquire(now, permits)
+	if err != nil {
+		return nil, argumentError(err)
+	}
+	g.act.MarkDirty()
+	g.rearm(now)
+	return g.leaseReply(lease, in.GetRefundable()), nil
+}
+
 // acquireNow runs an acquisition inside the method's turn.
-func (g *grain[O, P, R]) acquireNow(permits int64) (*pb.LeaseMetadata, error) {
+func (g *grain[O, P, R]) acquireNow(permits int64, refundable bool) (*pb.LeaseMetadata, error) {
 	now := g.act.Now()
 	lease, w, err := g.core.Acquire(now, permits)
 	if err != nil {
@@ -199,9 +264,9 @@ func (g *grain[O, P, R]) acquireNow(permits int64) (*pb.LeaseMetadata, error) {
 	g.act.MarkDirty()
 	if w == nil {
 		g.rearm(now)
-		return g.leaseReply(lease), nil
+		return g.leaseReply(lease, refundable), nil
 	}
-	c := &call[O]{kind: acquireCall, permits: permits}
+	c := &call[O]{kind: acquireCall, permits: permits, refundable: refundable}
 	g.keep(c, now)
 	g.enqueued(c, w)
 	g.settle(now) // a NewestFirst queue may have evicted older waiters
@@ -229,6 +294,44 @@ func (g *grain[O, P, R]) Release(_ context.Context, in *pb.ReleaseRequest) (*pb.
 	g.act.MarkDirty()
 	g.settle(now)
 	return &pb.ReleaseReply{Released: true}, nil
+}
+
+// Refund gives back the permits of a refundable time-based lease, once,
+// as far as the algorithm can (see limiter's Refund methods); the permits
+// serve the queue. A lease the grain does not know (never refundable,
+// refunded already, older than the refund horizon, or from before a
+// configuration change, reset or reactivation) refunds nothing.
+func (g *grain[O, P, R]) Refund(_ context.Context, in *pb.RefundRequest) (*pb.RefundReply, error) {
+	r, ok := g.refunds[in.LeaseId]
+	if !ok || g.refunder == nil {
+		return &pb.RefundReply{}, nil
+	}
+	delete(g.refunds, in.LeaseId)
+	now := g.act.Now()
+	n := g.refunder.Refund(now, r.lease)
+	if n > 0 {
+		g.act.MarkDirty()
+		g.settle(now)
+	}
+	return &pb.RefundReply{Refunded: n}, nil
+}
+
+// keepRefund records a refundable time-based lease. Every time the map
+// doubles, the records that can no longer be refunded go, so it holds at
+// most about twice the leases still refundable.
+func (g *grain[O, P, R]) keepRefund(id uint64, l limiter.Lease, now time.Time) {
+	if g.refunds == nil {
+		g.refunds = make(map[uint64]refundRecord)
+	}
+	if len(g.refunds) >= g.pruneAt {
+		for id, r := range g.refunds {
+			if !g.refunder.Refundable(r.lease) || now.Sub(r.at) >= refundHorizon {
+				delete(g.refunds, id)
+			}
+		}
+		g.pruneAt = max(2*len(g.refunds), 64)
+	}
+	g.refunds[id] = refundRecord{lease: l, at: now}
 }
 
 // Statistics reports the limiter's counters and what the grain holds.
@@ -430,7 +533,7 @@ func (g *grain[O, P, R]) tickNow() {
 // release-optional, and names no grain: nobody needs to reach it about
 // the lease, and leaving the name out saves encoding and decoding it on
 // every time-based acquisition.
-func (g *grain[O, P, R]) leaseReply(l limiter.Lease) *pb.LeaseMetadata {
+func (g *grain[O, P, R]) leaseReply(l limiter.Lease, refundable bool) *pb.LeaseMetadata {
 	if !l.Acquired() {
 		return g.rejectedReply(l)
 	}
@@ -441,6 +544,9 @@ func (g *grain[O, P, R]) leaseReply(l limiter.Lease) *pb.LeaseMetadata {
 		md.GrainId = g.wireID // where the release must go
 	} else {
 		md.ReleaseOptional = true
+		if refundable && g.refunder != nil && l.Permits() > 0 {
+			g.keepRefund(md.LeaseId, l, g.act.Now())
+		}
 	}
 	return md
 }
@@ -481,7 +587,9 @@ func (g *grain[O, P, R]) newLeaseID() uint64 {
 	for {
 		_, _ = rand.Read(b[:]) // never fails: crypto/rand.Read panics rather than return short
 		id := binary.LittleEndian.Uint64(b[:])
-		if _, held := g.leases[id]; id != 0 && !held {
+		_, held := g.leases[id]
+		_, kept := g.refunds[id]
+		if id != 0 && !held && !kept {
 			return id
 		}
 	}

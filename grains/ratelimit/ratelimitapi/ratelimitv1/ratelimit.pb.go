@@ -1610,7 +1610,7 @@ const file_granary_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\n" +
 	"QueueOrder\x12\x1c\n" +
 	"\x18QUEUE_ORDER_OLDEST_FIRST\x10\x00\x12\x1c\n" +
-	"\x18QUEUE_ORDER_NEWEST_FIRST\x10\x012\x91\x06\n" +
+	"\x18QUEUE_ORDER_NEWEST_FIRST\x10\x012\xec\x06\n" +
 	"\x10RateLimitService\x12V\n" +
 	"\aAcquire\x12$.granary.ratelimit.v1.AcquireRequest\x1a%.granary.ratelimit.v1.AcquireResponse\x12V\n" +
 	"\aRelease\x12$.granary.ratelimit.v1.ReleaseRequest\x1a%.granary.ratelimit.v1.ReleaseResponse\x12_\n" +
@@ -1620,7 +1620,9 @@ const file_granary_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x10GetConfiguration\x12-.granary.ratelimit.v1.GetConfigurationRequest\x1a..granary.ratelimit.v1.GetConfigurationResponse\x12P\n" +
 	"\x05Reset\x12\".granary.ratelimit.v1.ResetRequest\x1a#.granary.ratelimit.v1.ResetResponse\x12b\n" +
 	"\vDeleteState\x12(.granary.ratelimit.v1.DeleteStateRequest\x1a).granary.ratelimit.v1.DeleteStateResponse\x12e\n" +
-	"\fTryReplenish\x12).granary.ratelimit.v1.TryReplenishRequest\x1a*.granary.ratelimit.v1.TryReplenishResponseBUZSgithub.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1;ratelimitv1b\x06proto3"
+	"\fTryReplenish\x12).granary.ratelimit.v1.TryReplenishRequest\x1a*.granary.ratelimit.v1.TryReplenishResponse\x12Y\n" +
+	"\n" +
+	"TryAcquire\x12$.granary.ratelimit.v1.AcquireRequest\x1a%.granary.ratelimit.v1.AcquireResponseBUZSgithub.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1;ratelimitv1b\x06proto3"
 
 var (
 	file_granary_ratelimit_v1_ratelimit_proto_rawDescOnce sync.Once
@@ -1696,16 +1698,18 @@ var file_granary_ratelimit_v1_ratelimit_proto_depIdxs = []int32{
 	17, // 29: granary.ratelimit.v1.RateLimitService.Reset:input_type -> granary.ratelimit.v1.ResetRequest
 	19, // 30: granary.ratelimit.v1.RateLimitService.DeleteState:input_type -> granary.ratelimit.v1.DeleteStateRequest
 	21, // 31: granary.ratelimit.v1.RateLimitService.TryReplenish:input_type -> granary.ratelimit.v1.TryReplenishRequest
-	8,  // 32: granary.ratelimit.v1.RateLimitService.Acquire:output_type -> granary.ratelimit.v1.AcquireResponse
-	10, // 33: granary.ratelimit.v1.RateLimitService.Release:output_type -> granary.ratelimit.v1.ReleaseResponse
-	12, // 34: granary.ratelimit.v1.RateLimitService.Statistics:output_type -> granary.ratelimit.v1.StatisticsResponse
-	14, // 35: granary.ratelimit.v1.RateLimitService.Configure:output_type -> granary.ratelimit.v1.ConfigureResponse
-	16, // 36: granary.ratelimit.v1.RateLimitService.GetConfiguration:output_type -> granary.ratelimit.v1.GetConfigurationResponse
-	18, // 37: granary.ratelimit.v1.RateLimitService.Reset:output_type -> granary.ratelimit.v1.ResetResponse
-	20, // 38: granary.ratelimit.v1.RateLimitService.DeleteState:output_type -> granary.ratelimit.v1.DeleteStateResponse
-	22, // 39: granary.ratelimit.v1.RateLimitService.TryReplenish:output_type -> granary.ratelimit.v1.TryReplenishResponse
-	32, // [32:40] is the sub-list for method output_type
-	24, // [24:32] is the sub-list for method input_type
+	7,  // 32: granary.ratelimit.v1.RateLimitService.TryAcquire:input_type -> granary.ratelimit.v1.AcquireRequest
+	8,  // 33: granary.ratelimit.v1.RateLimitService.Acquire:output_type -> granary.ratelimit.v1.AcquireResponse
+	10, // 34: granary.ratelimit.v1.RateLimitService.Release:output_type -> granary.ratelimit.v1.ReleaseResponse
+	12, // 35: granary.ratelimit.v1.RateLimitService.Statistics:output_type -> granary.ratelimit.v1.StatisticsResponse
+	14, // 36: granary.ratelimit.v1.RateLimitService.Configure:output_type -> granary.ratelimit.v1.ConfigureResponse
+	16, // 37: granary.ratelimit.v1.RateLimitService.GetConfiguration:output_type -> granary.ratelimit.v1.GetConfigurationResponse
+	18, // 38: granary.ratelimit.v1.RateLimitService.Reset:output_type -> granary.ratelimit.v1.ResetResponse
+	20, // 39: granary.ratelimit.v1.RateLimitService.DeleteState:output_type -> granary.ratelimit.v1.DeleteStateResponse
+	22, // 40: granary.ratelimit.v1.RateLimitService.TryReplenish:output_type -> granary.ratelimit.v1.TryReplenishResponse
+	8,  // 41: granary.ratelimit.v1.RateLimitService.TryAcquire:output_type -> granary.ratelimit.v1.AcquireResponse
+	33, // [33:42] is the sub-list for method output_type
+	24, // [24:33] is the sub-list for method input_type
 	24, // [24:24] is the sub-list for extension type_name
 	24, // [24:24] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name

@@ -72,6 +72,9 @@ const (
 	// RateLimitServiceTryReplenishProcedure is the fully-qualified name of the RateLimitService's
 	// TryReplenish RPC.
 	RateLimitServiceTryReplenishProcedure = "/granary.ratelimit.v1.RateLimitService/TryReplenish"
+	// RateLimitServiceTryAcquireProcedure is the fully-qualified name of the RateLimitService's
+	// TryAcquire RPC.
+	RateLimitServiceTryAcquireProcedure = "/granary.ratelimit.v1.RateLimitService/TryAcquire"
 )
 
 // RateLimitServiceClient is a client for the granary.ratelimit.v1.RateLimitService service.
@@ -92,6 +95,11 @@ type RateLimitServiceClient interface {
 	DeleteState(context.Context, *connect.Request[ratelimitv1.DeleteStateRequest]) (*connect.Response[ratelimitv1.DeleteStateResponse], error)
 	// TryReplenish runs one manual replenishment.
 	TryReplenish(context.Context, *connect.Request[ratelimitv1.TryReplenishRequest]) (*connect.Response[ratelimitv1.TryReplenishResponse], error)
+	// TryAcquire takes permits only if they are free now, as .NET's
+	// AttemptAcquire: it never waits in the limiter's queue. A rejection is a
+	// response with acquired false and, for the time-based algorithms, a
+	// retry_after.
+	TryAcquire(context.Context, *connect.Request[ratelimitv1.AcquireRequest]) (*connect.Response[ratelimitv1.AcquireResponse], error)
 }
 
 // NewRateLimitServiceClient constructs a client for the granary.ratelimit.v1.RateLimitService
@@ -153,6 +161,12 @@ func NewRateLimitServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(rateLimitServiceMethods.ByName("TryReplenish")),
 			connect.WithClientOptions(opts...),
 		),
+		tryAcquire: connect.NewClient[ratelimitv1.AcquireRequest, ratelimitv1.AcquireResponse](
+			httpClient,
+			baseURL+RateLimitServiceTryAcquireProcedure,
+			connect.WithSchema(rateLimitServiceMethods.ByName("TryAcquire")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -166,6 +180,7 @@ type rateLimitServiceClient struct {
 	reset            *connect.Client[ratelimitv1.ResetRequest, ratelimitv1.ResetResponse]
 	deleteState      *connect.Client[ratelimitv1.DeleteStateRequest, ratelimitv1.DeleteStateResponse]
 	tryReplenish     *connect.Client[ratelimitv1.TryReplenishRequest, ratelimitv1.TryReplenishResponse]
+	tryAcquire       *connect.Client[ratelimitv1.AcquireRequest, ratelimitv1.AcquireResponse]
 }
 
 // Acquire calls granary.ratelimit.v1.RateLimitService.Acquire.
@@ -208,6 +223,11 @@ func (c *rateLimitServiceClient) TryReplenish(ctx context.Context, req *connect.
 	return c.tryReplenish.CallUnary(ctx, req)
 }
 
+// TryAcquire calls granary.ratelimit.v1.RateLimitService.TryAcquire.
+func (c *rateLimitServiceClient) TryAcquire(ctx context.Context, req *connect.Request[ratelimitv1.AcquireRequest]) (*connect.Response[ratelimitv1.AcquireResponse], error) {
+	return c.tryAcquire.CallUnary(ctx, req)
+}
+
 // RateLimitServiceHandler is an implementation of the granary.ratelimit.v1.RateLimitService
 // service.
 type RateLimitServiceHandler interface {
@@ -227,6 +247,11 @@ type RateLimitServiceHandler interface {
 	DeleteState(context.Context, *connect.Request[ratelimitv1.DeleteStateRequest]) (*connect.Response[ratelimitv1.DeleteStateResponse], error)
 	// TryReplenish runs one manual replenishment.
 	TryReplenish(context.Context, *connect.Request[ratelimitv1.TryReplenishRequest]) (*connect.Response[ratelimitv1.TryReplenishResponse], error)
+	// TryAcquire takes permits only if they are free now, as .NET's
+	// AttemptAcquire: it never waits in the limiter's queue. A rejection is a
+	// response with acquired false and, for the time-based algorithms, a
+	// retry_after.
+	TryAcquire(context.Context, *connect.Request[ratelimitv1.AcquireRequest]) (*connect.Response[ratelimitv1.AcquireResponse], error)
 }
 
 // NewRateLimitServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -284,6 +309,12 @@ func NewRateLimitServiceHandler(svc RateLimitServiceHandler, opts ...connect.Han
 		connect.WithSchema(rateLimitServiceMethods.ByName("TryReplenish")),
 		connect.WithHandlerOptions(opts...),
 	)
+	rateLimitServiceTryAcquireHandler := connect.NewUnaryHandler(
+		RateLimitServiceTryAcquireProcedure,
+		svc.TryAcquire,
+		connect.WithSchema(rateLimitServiceMethods.ByName("TryAcquire")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/granary.ratelimit.v1.RateLimitService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RateLimitServiceAcquireProcedure:
@@ -302,6 +333,8 @@ func NewRateLimitServiceHandler(svc RateLimitServiceHandler, opts ...connect.Han
 			rateLimitServiceDeleteStateHandler.ServeHTTP(w, r)
 		case RateLimitServiceTryReplenishProcedure:
 			rateLimitServiceTryReplenishHandler.ServeHTTP(w, r)
+		case RateLimitServiceTryAcquireProcedure:
+			rateLimitServiceTryAcquireHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -341,4 +374,8 @@ func (UnimplementedRateLimitServiceHandler) DeleteState(context.Context, *connec
 
 func (UnimplementedRateLimitServiceHandler) TryReplenish(context.Context, *connect.Request[ratelimitv1.TryReplenishRequest]) (*connect.Response[ratelimitv1.TryReplenishResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("granary.ratelimit.v1.RateLimitService.TryReplenish is not implemented"))
+}
+
+func (UnimplementedRateLimitServiceHandler) TryAcquire(context.Context, *connect.Request[ratelimitv1.AcquireRequest]) (*connect.Response[ratelimitv1.AcquireResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("granary.ratelimit.v1.RateLimitService.TryAcquire is not implemented"))
 }

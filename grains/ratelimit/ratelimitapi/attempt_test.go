@@ -1,0 +1,58 @@
+package ratelimitapi_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grains/ratelimit"
+	apiv1 "github.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1"
+)
+
+func TestJSONTryAcquireAnswersAtOnceWhereAcquireWouldQueue(t *testing.T) {
+	e := newEnv(t, envConfig{configs: mustConfigs(t,
+		ratelimit.Named("pool", ratelimit.ConcurrencyOptions{PermitLimit: 1, QueueLimit: 5}),
+	)})
+	body := `{"algorithm":"ALGORITHM_CONCURRENCY","key":"jobs","config":"pool"}`
+	got := e.ok("TryAcquire", body)
+	assert.Equal(t, true, got["acquired"])
+	assert.NotEmpty(t, got["leaseId"], "a concurrency lease to release")
+
+	r := e.call("TryAcquire", body)
+	require.Equal(t, http.StatusOK, r.status, "a rejection is an answer: %s", r.raw)
+	assert.Nil(t, r.body["acquired"])
+	assert.Equal(t, ratelimit.ReasonRateLimitExceeded, r.body["reason"], "an attempt's concurrency rejection names no queue")
+	assert.Equal(t, "1", r.header.Get("Retry-After"), "no hint: the shortest wait a header can say")
+
+	st := e.ok("Statistics", `{"algorithm":"ALGORITHM_CONCURRENCY","key":"jobs"}`)
+	assert.Nil(t, st["queuedPermits"], "nothing queued although the queue has room")
+	assert.Equal(t, "1", st["totalFailedLeases"])
+}
+
+func TestGRPCTryAcquireCarriesTheAttemptsRetryAfter(t *testing.T) {
+	fake := clock.NewFake(epoch)
+	e := newEnv(t, envConfig{fake: fake})
+	c := e.grpc()
+	ctx := context.Background()
+	zero := int64(0)
+	req := &apiv1.AcquireRequest{Key: "window", Options: &apiv1.Options{Algorithm: &apiv1.Options_FixedWindow{FixedWindow: &apiv1.FixedWindowOptions{
+		PermitLimit: 1, QueueLimit: 3, Window: durationFor(10 * time.Second),
+	}}}}
+	resp, err := c.TryAcquire(ctx, connect.NewRequest(req))
+	require.NoError(t, err)
+	require.True(t, resp.Msg.Acquired)
+
+	fake.Advance(2500 * time.Millisecond)
+	req.Permits = &zero
+	resp, err = c.TryAcquire(ctx, connect.NewRequest(req))
+	require.NoError(t, err)
+	assert.False(t, resp.Msg.Acquired, "a zero-permit attempt fails with nothing free")
+	assert.Equal(t, 7500*time.Millisecond, resp.Msg.RetryAfter.AsDuration(), "the rest of the window")
+	assert.Equal(t, "8", resp.Header().Get("Retry-After"))
+}
