@@ -80,7 +80,7 @@ func startClusterSilo(t *testing.T, name string, mp *sdkmetric.MeterProvider, se
 	}
 	s, err := silo.New(silo.Options{Name: name, GatewayAddress: "127.0.0.1:0", Cluster: silo.ClusterOptions{
 		Enabled: true, SiloAddress: "127.0.0.1:0", GossipAddress: "127.0.0.1:0", Seeds: seeds, Timings: cluster.FastTimings(),
-	}}, opts...)
+	}, Security: silo.Security{Secret: []byte("a secret of at least 16 bytes")}}, opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -144,7 +144,7 @@ func TestReadyzWaitsForTheExpectedSilos(t *testing.T) {
 func TestExpectSilosSetting(t *testing.T) {
 	expect := func(args ...string) int {
 		t.Helper()
-		cfg, err := parseConfig(append([]string{"-silo-address", "127.0.0.1:0"}, args...), devNull(t))
+		cfg, err := parseConfig(append(clusterFlags(t), args...), devNull(t))
 		require.NoError(t, err)
 		return cfg.flags.expectSilos
 	}
@@ -156,12 +156,12 @@ func TestExpectSilosSetting(t *testing.T) {
 	assert.Equal(t, 4, expect("-config", path), "the environment over the file")
 	assert.Equal(t, 2, expect("-config", path, "-expect-silos", "2"), "the command line over both")
 
-	_, err := parseConfig([]string{"-silo-address", "127.0.0.1:0", "-expect-silos", "-1"}, devNull(t))
+	_, err := parseConfig(append(clusterFlags(t), "-expect-silos", "-1"), devNull(t))
 	assert.ErrorContains(t, err, "-expect-silos must not be negative")
 	_, err = parseConfig([]string{"-expect-silos", "2"}, devNull(t))
 	assert.ErrorContains(t, err, "-expect-silos 2 needs -silo-address")
 	t.Setenv("GRANARY_EXPECT_SILOS", "many")
-	_, err = parseConfig([]string{"-silo-address", "127.0.0.1:0"}, devNull(t))
+	_, err = parseConfig(clusterFlags(t), devNull(t))
 	assert.ErrorContains(t, err, `$GRANARY_EXPECT_SILOS "many"`)
 }
 
@@ -207,15 +207,24 @@ func memoryStoreWarnings(logs string) int {
 	return n
 }
 
-// inCluster are the flags of a silo that starts a cluster of its own on
-// loopback.
-var inCluster = []string{"-silo-address", "127.0.0.1:0", "-gossip", "127.0.0.1:0", "-timings", "fast"}
+// clusterFlags are the flags of a silo of a cluster: its address and the
+// silos' credential, which a silo of a cluster needs.
+func clusterFlags(t *testing.T) []string {
+	t.Helper()
+	return []string{"-silo-address", "127.0.0.1:0", "-secret-file", writeFile(t, "cluster.secret", "the cluster's secret of 32 bytes")}
+}
+
+// inCluster returns the flags of a silo that starts a cluster of its own
+// on loopback.
+func inCluster(t *testing.T) []string {
+	return append(clusterFlags(t), "-gossip", "127.0.0.1:0", "-timings", "fast")
+}
 
 // A silo of a cluster on the memory store warns once, at start, that
 // state and limits reset when a silo dies or a grain moves; a silo alone
 // does not.
 func TestTheMemoryStoreInAClusterWarnsOnce(t *testing.T) {
-	logs := runUntilServing(t, inCluster...)
+	logs := runUntilServing(t, inCluster(t)...)
 	require.Equal(t, 1, memoryStoreWarnings(logs), logs)
 	assert.Contains(t, logs, "reset when a silo dies or a grain moves")
 	assert.Contains(t, logs, "-store redis://")
@@ -227,7 +236,7 @@ func TestTheMemoryStoreInAClusterWarnsOnce(t *testing.T) {
 // A silo of a cluster on Redis does not warn about the memory store.
 func TestASiloOfAClusterOnRedisDoesNotWarn(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	logs := runUntilServing(t, append(inCluster, "-store", srv.URL(3))...)
+	logs := runUntilServing(t, append(inCluster(t), "-store", srv.URL(3))...)
 	assert.Zero(t, memoryStoreWarnings(logs), "Redis keeps the state:\n%s", logs)
 	assert.Contains(t, logs, "level=INFO", "the log was read")
 }

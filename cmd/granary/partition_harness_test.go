@@ -74,6 +74,7 @@ func startNSSilo(t *testing.T, n *netns.Network, bin string, node *netns.Node, s
 		"-gateway", s.gateway,
 		"-http", s.http,
 		"-seeds", strings.Join(seeds, ","),
+		"-secret-file", writeFile(t, "cluster.secret", "the cluster's secret of 32 bytes"),
 	}
 	s.cmd = n.Command(node, bin, append(args, extra...)...)
 	stderr, err := s.cmd.StderrPipe()

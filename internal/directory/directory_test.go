@@ -74,7 +74,9 @@ type fakeCluster struct {
 	silos map[string]*fakeSilo
 	order []string
 	down  map[string]bool // silos whose partitions do not answer
-	clock clock.Clock     // the directories' clock; nil means the real one
+	// refused counts the requests each down silo did not answer.
+	refused map[string]int
+	clock   clock.Clock // the directories' clock; nil means the real one
 }
 
 type fakeSilo struct {
@@ -93,6 +95,9 @@ type serveOf struct {
 func (s serveOf) Deliver(req *host.Request) {
 	s.c.mu.Lock()
 	target, down := s.c.silos[s.to], s.c.down[s.to]
+	if down {
+		s.c.refused[s.to]++
+	}
 	s.c.mu.Unlock()
 	if target == nil || down {
 		req.Reply.Reply(req, nil, fmt.Errorf("%w: %s is down", proxy.ErrUnavailable, s.to))
@@ -110,7 +115,7 @@ func (p peersOf) Caller(silo string) (proxy.Caller, error) {
 }
 
 func newFakeCluster(t *testing.T, ids ...string) *fakeCluster {
-	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool)}
+	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool), refused: make(map[string]int)}
 	for _, id := range ids {
 		c.add(id, 1)
 	}
@@ -377,6 +382,46 @@ func TestARebuildKeepsAnActivationThatWonAndStillActivates(t *testing.T) {
 	assert.Empty(t, a.host.deactivated, "a's activation, the first, is not told to go")
 }
 
+// A live silo that does not answer the rebuild of a dead owner's range
+// (loaded, or its link down) is asked again once the range is released:
+// a grain of it activated again meanwhile is a duplicate, and the later
+// answer resolves it, as after a false death. Asked once, the rebuild
+// never learnt of the silent silo's activation, and both served.
+func TestARebuildAsksASilentSiloAgainAndResolvesTheDuplicate(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	a, cc := c.all()[0], c.all()[2]
+	// A grain b owns, and a owns without b: its rebuild at a needs c's
+	// answer.
+	without := ring.New([]ring.Silo{{ID: "a", Generation: 1}, {ID: "c", Generation: 1}}, 0)
+	var id actor.GrainID
+	for _, g := range grainsOwnedBy("b", 20, "a", "b", "c") {
+		if o, _ := without.OwnerOf(g); o.ID == "a" {
+			id = g
+			break
+		}
+	}
+	require.NotEmpty(t, id.Key)
+	require.Empty(t, register(t, cc, id), "c's activation wins at b")
+	c.mu.Lock()
+	c.down["c"] = true
+	c.mu.Unlock()
+	c.kill("b")
+	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 && cc.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond,
+		"the rebuild ends without c's answer")
+	require.Empty(t, register(t, a, id), "with c's entry unknown, a activates the grain again: a duplicate")
+	c.mu.Lock()
+	c.down["c"] = false
+	c.mu.Unlock()
+	require.Eventually(t, func() bool {
+		a.host.mu.Lock()
+		defer a.host.mu.Unlock()
+		cc.host.mu.Lock()
+		defer cc.host.mu.Unlock()
+		return len(a.host.deactivated)+len(cc.host.deactivated) == 1
+	}, 10*time.Second, time.Millisecond, "one of the two is told to deactivate")
+	assert.EqualValues(t, 1, a.dir.Stats().Conflicts)
+}
+
 // A silo that leaves gracefully hands its range over first: the new
 // owners need no rebuild, and no activation elsewhere is touched.
 func TestAGracefulLeaveHandsTheRangeOver(t *testing.T) {
@@ -511,13 +556,46 @@ func TestASiloThatComesBackFromAFalseDeathHasItsDuplicatesResolved(t *testing.T)
 	assert.EqualValues(t, 1, a.dir.Stats().Conflicts)
 }
 
+// The same when the silo that comes back does not answer at first (loaded,
+// or its link still to be dialled): the owner asks again until it does.
+// Asked once, the owner gave up, and the duplicate stayed for good.
+func TestASiloBackFromAFalseDeathThatAnswersLateHasItsDuplicatesResolved(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	id := grainsOwnedBy("a", 1, "a", "b", "c")[0] // owned by a, hosted on b
+	require.Empty(t, register(t, b, id))
+	without := c.viewWith(nil)
+	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m cluster.Member) bool { return m.ID == "b" })
+	a.dir.SetView(without)
+	cc.dir.SetView(without)
+	require.Empty(t, register(t, cc, id), "with b's entry dropped, c activates the grain again: a duplicate")
+
+	c.mu.Lock()
+	c.down["b"] = true
+	c.mu.Unlock()
+	back := c.view()
+	a.dir.SetView(back)
+	cc.dir.SetView(back)
+	require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.refused["b"] >= 2 }, 10*time.Second, time.Millisecond,
+		"a asks b what it hosts, and b does not answer")
+	c.mu.Lock()
+	c.down["b"] = false
+	c.mu.Unlock()
+	require.Eventually(t, func() bool {
+		b.host.mu.Lock()
+		defer b.host.mu.Unlock()
+		return slices.Contains(b.host.deactivated, id)
+	}, 10*time.Second, time.Millisecond, "b's duplicate is told to deactivate once b answers")
+	assert.EqualValues(t, 1, a.dir.Stats().Conflicts)
+}
+
 // A registration from a silo the owner's view does not have yet holds for
 // the grace a view needs to catch up: the silo may have joined a moment
 // ago. A silo still unseen after that died before the owner saw it, and
 // its entries are dropped; one the view has by then keeps them.
 func TestASiloNotYetSeenIsAliveForItsGraceOnly(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1000, 0))
-	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool), clock: fake}
+	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool), refused: make(map[string]int), clock: fake}
 	a, b := c.add("a", 1), c.add("b", 1)
 	c.setView()
 	// x and y join; only they know it yet.
@@ -540,4 +618,34 @@ func TestASiloNotYetSeenIsAliveForItsGraceOnly(t *testing.T) {
 	assert.Empty(t, register(t, b, ofX), "past the grace, x's entry is dead and b's activation wins")
 	assert.Equal(t, "y", register(t, b, ofY), "y, seen in time, keeps its entry")
 	assert.Equal(t, "b", locate(t, a, ofX, ""))
+}
+
+// A silo seen only after its grace had its entries taken for dead, and one
+// of its grains was activated again on another silo meanwhile. Once the
+// owner sees it, the owner asks it what it hosts, as after a false death,
+// and its activation, the later entry now, is told to deactivate. Before,
+// the owner forgot it had ever met the silo, and both activations served.
+func TestASiloSeenAfterItsGraceHasItsDuplicatesResolved(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1000, 0))
+	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool), refused: make(map[string]int), clock: fake}
+	a, b := c.add("a", 1), c.add("b", 1)
+	c.setView()
+	x := c.add("x", 7) // x joins; only x knows it yet
+	v := c.view()
+	x.dir.SetView(v)
+	id := grainsOwnedBy("a", 1, "a", "b", "x")[0] // owned by a, with or without x
+	require.Empty(t, register(t, x, id), "x's registration wins at a")
+	require.Equal(t, "x", register(t, b, id), "within the grace, x's entry holds against a later one")
+	fake.Advance(a.dir.opts.UnseenGrace + time.Millisecond)
+	require.Empty(t, register(t, b, id), "past the grace, x's entry is dead and b's activation wins: a duplicate")
+
+	a.dir.SetView(v) // a sees x at last
+	b.dir.SetView(v)
+	require.Eventually(t, func() bool {
+		x.host.mu.Lock()
+		defer x.host.mu.Unlock()
+		return slices.Contains(x.host.deactivated, id)
+	}, 10*time.Second, time.Millisecond, "x's activation, the later entry, is told to deactivate")
+	assert.Equal(t, "b", locate(t, x, id, ""))
+	assert.EqualValues(t, 1, a.dir.Stats().Conflicts)
 }

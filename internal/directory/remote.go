@@ -89,6 +89,31 @@ func (d *Directory) call(silo string, fn func(ref directorypb.DirectoryRef) erro
 	return fn(directorypb.NewDirectoryRef(c, ""))
 }
 
+// callLive is call, tried again within ctx while the failure is one a later
+// try may not have (the silo is slow, or its link is still to be dialled,
+// as after a false death) and the silo is in the view. What a silo hosts
+// must not go unknown for one lost answer: a rebuild or a reclaim that
+// misses it leaves a duplicate for good, and so does a duplicate that
+// never hears it must deactivate.
+func (d *Directory) callLive(ctx context.Context, silo string, fn func(ref directorypb.DirectoryRef) error) error {
+	for {
+		err := d.call(silo, fn)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		d.mu.Lock()
+		_, live := d.mu.live[silo]
+		closed := d.mu.closed
+		d.mu.Unlock()
+		if !live || closed {
+			return err
+		}
+		if serr := sleep(ctx, randomDelay()); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+}
+
 // callTimeout is the response timeout of one try.
 func (d *Directory) callTimeout() proxy.CallOption { return proxy.WithTimeout(d.opts.CallTimeout / 2) }
 
@@ -251,6 +276,7 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 	var (
 		mu      sync.Mutex
 		entries []*directorypb.Entry
+		silent  []string // live silos that did not answer
 		wg      sync.WaitGroup
 	)
 	for _, silo := range silos {
@@ -265,12 +291,15 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 		go func() {
 			defer wg.Done()
 			var reply *directorypb.HostedReply
-			err := d.call(silo, func(ref directorypb.DirectoryRef) (err error) {
+			err := d.callLive(ctx, silo, func(ref directorypb.DirectoryRef) (err error) {
 				reply, err = ref.Hosted(ctx, req, d.callTimeout())
 				return err
 			})
 			if err != nil {
-				d.log.Warn("directory: rebuild: a silo did not say what it hosts", slog.String("silo", silo), slog.Any("err", err))
+				d.log.Warn("directory: rebuild: a silo did not say what it hosts; asking it again once the range is released", slog.String("silo", silo), slog.Any("err", err))
+				mu.Lock()
+				silent = append(silent, silo)
+				mu.Unlock()
 				return
 			}
 			mu.Lock()
@@ -281,6 +310,13 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 	wg.Wait()
 	d.merge(entries)
 	d.release(ranges)
+	// The range cannot wait for a silo that does not answer, but what that
+	// silo hosts must still be known: its grains may be placed again
+	// meanwhile, and a later merge resolves such a duplicate as after a
+	// false death.
+	for _, silo := range silent {
+		d.goRemote(func(ctx context.Context) { d.reclaim(ctx, silo, ranges) })
+	}
 }
 
 // hosted lists this silo's activations whose hash lies in ranges, every
@@ -337,7 +373,7 @@ func (d *Directory) deactivateDuplicate(id actor.GrainID, a Activation) {
 		return
 	}
 	d.goRemote(func(ctx context.Context) {
-		_ = d.call(a.Silo, func(ref directorypb.DirectoryRef) error {
+		_ = d.callLive(ctx, a.Silo, func(ref directorypb.DirectoryRef) error {
 			_, err := ref.Deactivate(ctx, &directorypb.DeactivateRequest{Grain: pbGrain(id), Activation: pbActivation(a)}, d.callTimeout())
 			return err
 		})

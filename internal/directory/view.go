@@ -77,9 +77,17 @@ func (d *Directory) SetView(v cluster.View) {
 	// A silo seen at last is judged by the view from now on. One never
 	// seen is remembered long past its grace, so that its entries stay
 	// dead, and then forgotten, so that the memory stays bounded.
+	// One seen only after its grace had its entries taken for dead, and
+	// its grains may have been activated again elsewhere meanwhile: like a
+	// silo back from a false death, it is asked what it hosts.
 	now := d.clock.Now()
 	for key, first := range d.mu.unseen {
-		if gen, ok := live[key.ID]; (ok && gen == key.Generation) || now.Sub(first) > unseenMemory*d.opts.UnseenGrace {
+		gen, ok := live[key.ID]
+		seen := ok && gen == key.Generation
+		if seen && now.Sub(first) >= d.opts.UnseenGrace && key.ID != d.self.Silo && !slices.Contains(returned, key.ID) {
+			returned = append(returned, key.ID)
+		}
+		if seen || now.Sub(first) > unseenMemory*d.opts.UnseenGrace {
 			delete(d.mu.unseen, key)
 		}
 	}
@@ -188,7 +196,7 @@ func (d *Directory) SetView(v cluster.View) {
 		mine := d.mu.ring.Ranges(d.self.Silo)
 		d.mu.Unlock()
 		for _, silo := range returned {
-			d.log.Info("directory: a silo declared dead came back: taking back what it hosts", slog.String("silo", silo))
+			d.log.Info("directory: a silo declared dead, or seen only after its grace, is in the view: taking back what it hosts", slog.String("silo", silo))
 			d.goRemote(func(ctx context.Context) { d.reclaim(ctx, silo, mine) })
 		}
 	}
@@ -204,7 +212,7 @@ func (d *Directory) reclaim(ctx context.Context, silo string, ranges []ring.Rang
 		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
 	}
 	var reply *directorypb.HostedReply
-	err := d.call(silo, func(ref directorypb.DirectoryRef) (err error) {
+	err := d.callLive(ctx, silo, func(ref directorypb.DirectoryRef) (err error) {
 		reply, err = ref.Hosted(ctx, req, d.callTimeout())
 		return err
 	})
