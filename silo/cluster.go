@@ -82,7 +82,7 @@ func (s *Silo) newLinkEndpoint(h *host.Host, interner *wire.Interner, c *transpo
 	if s.dir != nil {
 		opts.Moved = s.dir.Moved
 	}
-	ep := rpc.NewEndpoint(opts, h, interner, s.deps.clock, s.log)
+	ep := rpc.NewEndpoint(opts, s.inbound(h), interner, s.deps.clock, s.log)
 	if c != nil {
 		ep.Attach(c)
 	}
@@ -123,6 +123,7 @@ func (s *Silo) joinCluster(ctx context.Context, h *host.Host, interner *wire.Int
 		sub.Close()
 		return fmt.Errorf("silo: join: %w", ErrStopping)
 	}
+	s.startFence(members)
 	if err := members.SetStatus(cluster.StatusActive); err != nil {
 		return fmt.Errorf("silo: join: %w", err)
 	}

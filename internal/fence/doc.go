@@ -5,7 +5,8 @@
 //
 // The core keeps the last stable membership: the set of silo ids that this
 // silo has seen reachable, unchanged, for a stability period while it
-// reached a majority of the stable membership before. A silo that reaches
+// reached a majority of the stable membership before (at first, the silos
+// it reaches when it has just joined). A silo that reaches
 // no majority of it is fenced. Because the stable membership only changes
 // while a majority is in reach, a silo on the minority side of a cut
 // cannot talk itself into a smaller cluster: it stays fenced until the cut

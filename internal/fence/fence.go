@@ -62,7 +62,8 @@ type Status struct {
 //
 // The last stable membership is the set of reachable members once it has
 // stayed unchanged for Options.Stability while this silo reached a
-// majority of the stable membership before it. A silo cut off from the
+// majority of the stable membership before it (the first observation's
+// reachable members to begin with). A silo cut off from the
 // majority therefore cannot shrink it, and stays fenced until it reaches a
 // majority again; the majority side shrinks it to itself after the
 // stability period, and a member that leaves gracefully is removed at
@@ -79,8 +80,11 @@ type Fence struct {
 	fenced  bool
 }
 
-// New returns a fence with an empty stable membership: it does not fence
-// until a first membership has been stable for Options.Stability.
+// New returns a fence with an empty stable membership. The first
+// observation's reachable members become the stable membership at once:
+// the shell makes it as soon as the silo has joined its cluster, when the
+// members it reaches are the cluster it joined, so that a silo cut off
+// right after joining is fenced too.
 func New(opts Options) *Fence {
 	if opts.MinSilos <= 0 {
 		opts.MinSilos = DefaultMinSilos
@@ -105,6 +109,11 @@ func (f *Fence) Observe(now time.Time, obs []Observation) Status {
 	// A change of the reachable members is the only way an observation
 	// can give back a majority, so the stability period also starts with
 	// the majority.
+	if !f.started {
+		// The first observation comes from a silo that has just joined:
+		// the members it reaches then are the cluster it joined.
+		f.stable = cloneSet(reachable)
+	}
 	if !f.started || !sameSet(reachable, f.reachable) {
 		f.reachable, f.since, f.started = reachable, now, true
 	}

@@ -46,7 +46,7 @@ func observations(reachable, unreachable string) []Observation {
 }
 
 // stableAfter starts a fence of silo a whose stable membership is members,
-// observed from t0 until t0+period.
+// observed at t0 and again at t0+period.
 func stableAfter(t *testing.T, min int, members string) *Fence {
 	t.Helper()
 	f := New(Options{Self: "a", MinSilos: min, Stability: period})
@@ -65,20 +65,26 @@ func TestFenceTransitions(t *testing.T) {
 		steps   []step
 	}{
 		{
-			name: "a fresh silo adopts its first membership after the stability period and never fences before",
+			name: "a silo that just joined takes the members it reaches for its first stable membership",
 			steps: []step{
-				{at: 0, reachable: "a,b,c", stable: ""},
-				{at: period - time.Second, reachable: "a,b,c", stable: ""},
-				{at: period, reachable: "a,b,c", stable: "a,b,c"},
+				{at: 0, reachable: "a,b,c", members: "d", stable: "a,b,c"},
+				{at: time.Second, reachable: "a", members: "b,c,d", fenced: true, stable: "a,b,c", reason: "sees 1 of 3"},
 			},
 		},
 		{
 			name: "a change of the reachable members restarts the stability period",
 			steps: []step{
-				{at: 0, reachable: "a,b", stable: ""},
-				{at: 5 * time.Second, reachable: "a,b,c", stable: ""},
-				{at: period, reachable: "a,b,c", stable: ""},
+				{at: 0, reachable: "a,b", stable: "a,b"},
+				{at: 5 * time.Second, reachable: "a,b,c", stable: "a,b"},
+				{at: period, reachable: "a,b,c", stable: "a,b"},
 				{at: 15 * time.Second, reachable: "a,b,c", stable: "a,b,c"},
+			},
+		},
+		{
+			name: "a leave before the first observation changes nothing",
+			steps: []step{
+				{at: 0, left: "b", stable: ""},
+				{at: time.Second, reachable: "a,b", stable: "a,b"},
 			},
 		},
 		{
@@ -274,6 +280,9 @@ func (n *naive) verdict(members int, stability time.Duration) (fenced bool, stab
 		} else {
 			obs := slices.Clone(e.reachable)
 			obs[n.self] = true
+			if current == nil {
+				stable = slices.Clone(obs)
+			}
 			before := current != nil && majority(current)
 			if current == nil || !slices.Equal(obs, current) {
 				runStart = i

@@ -29,6 +29,8 @@ type Stats struct {
 	Links     rpc.EndpointStats        // connections to other silos, open and closed
 	Directory directory.Stats          // this silo's part of the directory and its cache
 	Flusher   persistence.FlusherStats // the state writes
+	Fenced    bool                     // the minority fence is up
+	Refused   int64                    // grain calls refused while the fence was up
 	Members   MemberCounts             // the cluster as this silo acts on it
 }
 
@@ -225,6 +227,22 @@ var observed = []instrument[Stats]{
 		observe: func(st *Stats, emit emit) {
 			byConnection(st, func(t rpc.EndpointStats, conn attribute.KeyValue) { emit(t.Timeouts, conn) })
 		},
+	},
+	{
+		Name: "granary.fenced", Unit: "{fence}", kind: upDown,
+		Description: "1 while the minority fence is up: this silo cannot reach a majority of its cluster and refuses grain calls; else 0.",
+		observe: func(st *Stats, emit emit) {
+			var up int64
+			if st.Fenced {
+				up = 1
+			}
+			emit(up)
+		},
+	},
+	{
+		Name: "granary.fence.refused", Unit: "{call}", kind: counter,
+		Description: "Grain calls this silo refused (unavailable) while the minority fence was up.",
+		observe:     func(st *Stats, emit emit) { emit(st.Refused) },
 	},
 	{
 		Name: "granary.cluster.members", Unit: "{silo}", kind: upDown,
