@@ -2,7 +2,9 @@ package ratelimitapi
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -58,4 +60,52 @@ func leaseResponse(lease *ratelimit.Lease) *apiv1.AcquireResponse {
 		out.Metadata[name] = value
 	}
 	return out
+}
+
+// maxAcquisitions bounds the acquisitions of one AcquireMany.
+const maxAcquisitions = 64
+
+// AcquireMany decides over several limits at once, all or nothing.
+func (s *service) AcquireMany(ctx context.Context, req *connect.Request[apiv1.AcquireManyRequest]) (*connect.Response[apiv1.AcquireManyResponse], error) {
+	reqs := req.Msg.GetAcquisitions()
+	switch {
+	case len(reqs) == 0:
+		return nil, codeOf(fmt.Errorf("%w: no acquisitions", errInvalid))
+	case len(reqs) > maxAcquisitions:
+		return nil, codeOf(fmt.Errorf("%w: %d acquisitions, more than %d", errInvalid, len(reqs), maxAcquisitions))
+	}
+	acquisitions := make([]ratelimit.Acquisition, len(reqs))
+	for i, m := range reqs {
+		alg, o, err := s.withOptions(m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
+		if err != nil {
+			return nil, codeOf(fmt.Errorf("acquisition %d: %w", i, err))
+		}
+		acquisitions[i] = ratelimit.Acquisition{Limiter: alg.bound(s.caller, m.GetKey(), o), Permits: permitsOf(m)}
+	}
+	outcomes, ok := ratelimit.AcquireMany(ctx, ratelimit.ManyOptions{Try: req.Msg.GetAttempt()}, acquisitions...)
+	out := &apiv1.AcquireManyResponse{Acquired: ok, Leases: make([]*apiv1.AcquireResponse, len(outcomes))}
+	var retry time.Duration
+	for i, o := range outcomes {
+		if o.Err != nil {
+			// What the others granted went back before AcquireMany returned.
+			return nil, codeOf(fmt.Errorf("acquisition %d: %w", i, o.Err))
+		}
+		out.Leases[i] = leaseResponse(o.Lease)
+		if o.GivenBack {
+			out.GivenBack = append(out.GivenBack, int32(i))
+		}
+		if !o.Lease.Acquired() {
+			retry = max(retry, o.Lease.RetryAfter())
+		}
+	}
+	if !ok && ctx.Err() != nil {
+		return nil, codeOf(ctx.Err())
+	}
+	resp := connect.NewResponse(out)
+	if !ok {
+		// The decision can succeed only once every refusing limit could:
+		// the longest of their hints.
+		resp.Header().Set("Retry-After", strconv.FormatInt(retryafter.Seconds(retry), 10))
+	}
+	return resp, nil
 }
