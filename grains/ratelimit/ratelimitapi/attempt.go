@@ -12,6 +12,7 @@ import (
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/grains/ratelimit/internal/retryafter"
 	apiv1 "github.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1"
+	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 )
 
 // TryAcquire takes permits only if they are free now; a rejection is a
@@ -27,6 +28,7 @@ func (s *service) TryAcquire(ctx context.Context, req *connect.Request[apiv1.Acq
 	if err != nil {
 		return nil, codeOf(err)
 	}
+	lease.Detach() // the remote caller renews it
 	resp := connect.NewResponse(leaseResponse(lease))
 	if !lease.Acquired() {
 		resp.Header().Set("Retry-After", strconv.FormatInt(retryafter.Seconds(lease.RetryAfter()), 10))
@@ -52,6 +54,9 @@ func leaseResponse(lease *ratelimit.Lease) *apiv1.AcquireResponse {
 	}
 	if d := lease.RetryAfter(); d > 0 {
 		out.RetryAfter = durationpb.New(d)
+	}
+	if d := lease.TTL(); d > 0 {
+		out.LeaseTtl = durationpb.New(d)
 	}
 	for name, value := range lease.Metadata() {
 		if out.Metadata == nil {
@@ -90,6 +95,7 @@ func (s *service) AcquireMany(ctx context.Context, req *connect.Request[apiv1.Ac
 			// What the others granted went back before AcquireMany returned.
 			return nil, codeOf(fmt.Errorf("acquisition %d: %w", i, o.Err))
 		}
+		o.Lease.Detach() // the remote caller renews it
 		out.Leases[i] = leaseResponse(o.Lease)
 		if o.GivenBack {
 			out.GivenBack = append(out.GivenBack, int32(i))
@@ -109,3 +115,25 @@ func (s *service) AcquireMany(ctx context.Context, req *connect.Request[apiv1.Ac
 	}
 	return resp, nil
 }
+
+// Renew keeps a remote caller's concurrency leases alive.
+func (s *service) Renew(ctx context.Context, req *connect.Request[apiv1.RenewRequest]) (*connect.Response[apiv1.RenewResponse], error) {
+	m := req.Msg
+	if _, err := s.limiterOf(m.GetAlgorithm(), m.GetKey()); err != nil {
+		return nil, codeOf(err)
+	}
+	if m.GetAlgorithm() != apiv1.Algorithm_ALGORITHM_CONCURRENCY || len(m.GetLeaseIds()) == 0 {
+		return connect.NewResponse(&apiv1.RenewResponse{Unknown: m.GetLeaseIds()}), nil
+	}
+	if len(m.GetLeaseIds()) > maxRenewals {
+		return nil, codeOf(fmt.Errorf("%w: %d lease ids, more than %d", errInvalid, len(m.GetLeaseIds()), maxRenewals))
+	}
+	reply, err := pb.NewConcurrencyLimiterRef(s.caller, m.GetKey()).Renew(ctx, &pb.RenewRequest{LeaseIds: m.GetLeaseIds()})
+	if err != nil {
+		return nil, codeOf(err)
+	}
+	return connect.NewResponse(&apiv1.RenewResponse{Unknown: reply.Unknown}), nil
+}
+
+// maxRenewals bounds the lease ids of one Renew.
+const maxRenewals = 4096

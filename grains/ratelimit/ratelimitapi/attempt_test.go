@@ -88,3 +88,24 @@ func TestJSONAcquireManyGivesBackWhatOthersGrantedWhenOneRefuses(t *testing.T) {
 	bad := e.call("AcquireMany", `{"acquisitions":[]}`)
 	assert.Equal(t, http.StatusBadRequest, bad.status)
 }
+
+func TestJSONRenewKeepsARemoteCallersLeaseAlive(t *testing.T) {
+	fake := clock.NewFake(epoch)
+	e := newEnv(t, envConfig{fake: fake})
+	got := e.ok("Acquire", `{"algorithm":"ALGORITHM_CONCURRENCY","key":"remote"}`)
+	require.Equal(t, true, got["acquired"])
+	assert.Equal(t, "30s", got["leaseTtl"], "the default time to live")
+	id := got["leaseId"].(string)
+	renew := `{"algorithm":"ALGORITHM_CONCURRENCY","key":"remote","leaseIds":["` + id + `"]}`
+	for range 4 {
+		fake.Advance(20 * time.Second)
+		assert.Nil(t, e.ok("Renew", renew)["unknown"], "renewed in time")
+	}
+	st := e.ok("Statistics", `{"algorithm":"ALGORITHM_CONCURRENCY","key":"remote"}`)
+	assert.Equal(t, "1", st["activeLeases"], "80 s later, the renewed lease is held")
+	fake.Advance(30 * time.Second)
+	assert.Eventually(t, func() bool {
+		return e.ok("Statistics", `{"algorithm":"ALGORITHM_CONCURRENCY","key":"remote"}`)["activeLeases"] == nil
+	}, 10*time.Second, 10*time.Millisecond, "without renewals it expires")
+	assert.Equal(t, []any{id}, e.ok("Renew", renew)["unknown"])
+}

@@ -78,6 +78,8 @@ const (
 	// RateLimitServiceAcquireManyProcedure is the fully-qualified name of the RateLimitService's
 	// AcquireMany RPC.
 	RateLimitServiceAcquireManyProcedure = "/granary.ratelimit.v1.RateLimitService/AcquireMany"
+	// RateLimitServiceRenewProcedure is the fully-qualified name of the RateLimitService's Renew RPC.
+	RateLimitServiceRenewProcedure = "/granary.ratelimit.v1.RateLimitService/Renew"
 )
 
 // RateLimitServiceClient is a client for the granary.ratelimit.v1.RateLimitService service.
@@ -108,6 +110,10 @@ type RateLimitServiceClient interface {
 	// the others granted is given back (concurrency permits released,
 	// time-based permits refunded as far as the algorithm can).
 	AcquireMany(context.Context, *connect.Request[ratelimitv1.AcquireManyRequest]) (*connect.Response[ratelimitv1.AcquireManyResponse], error)
+	// Renew keeps concurrency leases alive: a lease not renewed within its
+	// time to live (lease_ttl of the response that granted it) expires, and
+	// its permits come back. Renew every third of it.
+	Renew(context.Context, *connect.Request[ratelimitv1.RenewRequest]) (*connect.Response[ratelimitv1.RenewResponse], error)
 }
 
 // NewRateLimitServiceClient constructs a client for the granary.ratelimit.v1.RateLimitService
@@ -181,6 +187,12 @@ func NewRateLimitServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(rateLimitServiceMethods.ByName("AcquireMany")),
 			connect.WithClientOptions(opts...),
 		),
+		renew: connect.NewClient[ratelimitv1.RenewRequest, ratelimitv1.RenewResponse](
+			httpClient,
+			baseURL+RateLimitServiceRenewProcedure,
+			connect.WithSchema(rateLimitServiceMethods.ByName("Renew")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -196,6 +208,7 @@ type rateLimitServiceClient struct {
 	tryReplenish     *connect.Client[ratelimitv1.TryReplenishRequest, ratelimitv1.TryReplenishResponse]
 	tryAcquire       *connect.Client[ratelimitv1.AcquireRequest, ratelimitv1.AcquireResponse]
 	acquireMany      *connect.Client[ratelimitv1.AcquireManyRequest, ratelimitv1.AcquireManyResponse]
+	renew            *connect.Client[ratelimitv1.RenewRequest, ratelimitv1.RenewResponse]
 }
 
 // Acquire calls granary.ratelimit.v1.RateLimitService.Acquire.
@@ -248,6 +261,11 @@ func (c *rateLimitServiceClient) AcquireMany(ctx context.Context, req *connect.R
 	return c.acquireMany.CallUnary(ctx, req)
 }
 
+// Renew calls granary.ratelimit.v1.RateLimitService.Renew.
+func (c *rateLimitServiceClient) Renew(ctx context.Context, req *connect.Request[ratelimitv1.RenewRequest]) (*connect.Response[ratelimitv1.RenewResponse], error) {
+	return c.renew.CallUnary(ctx, req)
+}
+
 // RateLimitServiceHandler is an implementation of the granary.ratelimit.v1.RateLimitService
 // service.
 type RateLimitServiceHandler interface {
@@ -277,6 +295,10 @@ type RateLimitServiceHandler interface {
 	// the others granted is given back (concurrency permits released,
 	// time-based permits refunded as far as the algorithm can).
 	AcquireMany(context.Context, *connect.Request[ratelimitv1.AcquireManyRequest]) (*connect.Response[ratelimitv1.AcquireManyResponse], error)
+	// Renew keeps concurrency leases alive: a lease not renewed within its
+	// time to live (lease_ttl of the response that granted it) expires, and
+	// its permits come back. Renew every third of it.
+	Renew(context.Context, *connect.Request[ratelimitv1.RenewRequest]) (*connect.Response[ratelimitv1.RenewResponse], error)
 }
 
 // NewRateLimitServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -346,6 +368,12 @@ func NewRateLimitServiceHandler(svc RateLimitServiceHandler, opts ...connect.Han
 		connect.WithSchema(rateLimitServiceMethods.ByName("AcquireMany")),
 		connect.WithHandlerOptions(opts...),
 	)
+	rateLimitServiceRenewHandler := connect.NewUnaryHandler(
+		RateLimitServiceRenewProcedure,
+		svc.Renew,
+		connect.WithSchema(rateLimitServiceMethods.ByName("Renew")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/granary.ratelimit.v1.RateLimitService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RateLimitServiceAcquireProcedure:
@@ -368,6 +396,8 @@ func NewRateLimitServiceHandler(svc RateLimitServiceHandler, opts ...connect.Han
 			rateLimitServiceTryAcquireHandler.ServeHTTP(w, r)
 		case RateLimitServiceAcquireManyProcedure:
 			rateLimitServiceAcquireManyHandler.ServeHTTP(w, r)
+		case RateLimitServiceRenewProcedure:
+			rateLimitServiceRenewHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -415,4 +445,8 @@ func (UnimplementedRateLimitServiceHandler) TryAcquire(context.Context, *connect
 
 func (UnimplementedRateLimitServiceHandler) AcquireMany(context.Context, *connect.Request[ratelimitv1.AcquireManyRequest]) (*connect.Response[ratelimitv1.AcquireManyResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("granary.ratelimit.v1.RateLimitService.AcquireMany is not implemented"))
+}
+
+func (UnimplementedRateLimitServiceHandler) Renew(context.Context, *connect.Request[ratelimitv1.RenewRequest]) (*connect.Response[ratelimitv1.RenewResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("granary.ratelimit.v1.RateLimitService.Renew is not implemented"))
 }
