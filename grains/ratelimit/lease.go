@@ -77,7 +77,6 @@ type Lease struct {
 	// refundable says that the grain keeps what a refund of the lease
 	// needs (a time-based lease taken for a decision over many limits).
 	refundable bool
-	renewedAt  time.Time // when the grain last renewed it; guarded by its grain reference's renewals
 
 	group      *Group // set for a group's lease, which releases the group
 	generation uint64

@@ -16,18 +16,28 @@ import (
 // themselves. A live holder renews its leases in the background: each
 // grain reference renews all the leases it handed out in one Renew call
 // per round, every third of the time to live, so a lease survives two
-// lost rounds. The loop runs only while the reference has live leases; a
-// release that leaves none stops it at once.
+// lost rounds. Rounds run only while the reference has live leases: the
+// round after the last release finds none and arms nothing more.
 
 // renewals are the live concurrency leases of one grain reference.
 type renewals struct {
 	mu struct {
 		sync.Mutex
-		leases  map[uint64]*Lease
-		ttl     time.Duration // the shortest time to live among them
-		running bool
-		stop    chan struct{} // closed to end the loop at once, when no lease is left
+		leases map[uint64]renewed
+		ttl    time.Duration // the shortest time to live among them
+		// timer runs the next round. It is armed while leases are held and
+		// left to fire once after the last is released (it then finds
+		// nothing and stops), so that holders that acquire and release in a
+		// loop arm nothing per lease; a pending timer is no goroutine.
+		timer     *time.Timer
+		scheduled bool
 	}
+}
+
+// renewed is a live lease and when the grain last renewed it.
+type renewed struct {
+	lease *Lease
+	at    time.Time
 }
 
 // renewInterval is how often leases with time to live ttl are renewed.
@@ -43,59 +53,51 @@ func (g *grainRef) track(l *Lease) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.leases == nil {
-		r.mu.leases = make(map[uint64]*Lease)
+		r.mu.leases = make(map[uint64]renewed)
 	}
-	r.mu.leases[l.md.LeaseId] = l
-	l.renewedAt = time.Now()
+	r.mu.leases[l.md.LeaseId] = renewed{lease: l, at: time.Now()}
 	if r.mu.ttl == 0 || ttl < r.mu.ttl {
 		r.mu.ttl = ttl
 	}
-	if !r.mu.running {
-		r.mu.running = true
-		r.mu.stop = make(chan struct{})
-		go g.renewLoop(r.mu.stop)
+	if r.mu.scheduled {
+		return
+	}
+	r.mu.scheduled = true
+	if r.mu.timer == nil {
+		r.mu.timer = time.AfterFunc(renewInterval(r.mu.ttl), g.renewRound)
+	} else {
+		r.mu.timer.Reset(renewInterval(r.mu.ttl))
 	}
 }
 
-// untrack stops renewing l; the last lease stops the loop.
+// untrack stops renewing l.
 func (g *grainRef) untrack(l *Lease) {
 	r := &g.renewals
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.mu.leases[l.md.LeaseId]; !ok {
-		return
-	}
 	delete(r.mu.leases, l.md.LeaseId)
-	if len(r.mu.leases) == 0 && r.mu.running {
-		r.mu.running, r.mu.ttl = false, 0
-		close(r.mu.stop)
-	}
+	r.mu.Unlock()
 }
 
-// renewLoop renews the reference's leases until none is left.
-func (g *grainRef) renewLoop(stop chan struct{}) {
+// renewRound is one round of renewals, run by the timer: one Renew for
+// every live lease, then the next round, or none when no lease is left.
+func (g *grainRef) renewRound() {
 	r := &g.renewals
 	r.mu.Lock()
+	if len(r.mu.leases) == 0 {
+		r.mu.scheduled, r.mu.ttl = false, 0
+		r.mu.Unlock()
+		return
+	}
+	ids := make([]uint64, 0, len(r.mu.leases))
+	for id := range r.mu.leases {
+		ids = append(ids, id)
+	}
 	interval := renewInterval(r.mu.ttl)
 	r.mu.Unlock()
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		r.mu.Lock()
-		ids := make([]uint64, 0, len(r.mu.leases))
-		for id := range r.mu.leases {
-			ids = append(ids, id)
-		}
-		interval = renewInterval(r.mu.ttl)
-		r.mu.Unlock()
-		g.renewOnce(ids, interval)
-		t.Reset(interval)
-	}
+	g.renewOnce(ids, interval)
+	r.mu.Lock()
+	r.mu.timer.Reset(interval)
+	r.mu.Unlock()
 }
 
 // renewOnce sends one Renew for ids. Leases the grain no longer knows
@@ -109,29 +111,24 @@ func (g *grainRef) renewOnce(ids []uint64, timeout time.Duration) {
 	err := g.ref.Invoke(ctx, g.renew, &pb.RenewRequest{LeaseIds: ids}, reply)
 	now := time.Now()
 	r := &g.renewals
-	var lost []*Lease
 	r.mu.Lock()
-	if err == nil {
+	defer r.mu.Unlock()
+	if err != nil {
 		for _, id := range ids {
-			if l := r.mu.leases[id]; l != nil {
-				l.renewedAt = now
+			if l, ok := r.mu.leases[id]; ok && now.Sub(l.at) >= time.Duration(l.lease.md.TtlNanos) {
+				delete(r.mu.leases, id)
 			}
 		}
-		for _, id := range reply.Unknown {
-			if l := r.mu.leases[id]; l != nil {
-				lost = append(lost, l)
-			}
-		}
-	} else {
-		for _, id := range ids {
-			if l := r.mu.leases[id]; l != nil && now.Sub(l.renewedAt) >= time.Duration(l.md.TtlNanos) {
-				lost = append(lost, l)
-			}
+		return
+	}
+	for _, id := range ids {
+		if l, ok := r.mu.leases[id]; ok {
+			l.at = now
+			r.mu.leases[id] = l
 		}
 	}
-	r.mu.Unlock()
-	for _, l := range lost {
-		g.untrack(l)
+	for _, id := range reply.Unknown {
+		delete(r.mu.leases, id)
 	}
 }
 
