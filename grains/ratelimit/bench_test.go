@@ -27,21 +27,27 @@ type benchOp struct {
 	holder func(c proxy.Caller, key string) ratelimit.Limiter
 	// release says whether the operation releases what it acquired.
 	release bool
+	// attempt makes the operation TryAcquire rather than
+	// AcquireAndConfigure.
+	attempt bool
 }
 
 var benchOps = []benchOp{
 	{"fixed-window", func(c proxy.Caller, key string) ratelimit.Limiter {
 		return ratelimit.FixedWindow(c, key, fixedOptions(huge, 0))
-	}, false},
+	}, false, false},
 	{"sliding-window", func(c proxy.Caller, key string) ratelimit.Limiter {
 		return ratelimit.SlidingWindow(c, key, slidingOptions(huge, 0))
-	}, false},
+	}, false, false},
 	{"token-bucket", func(c proxy.Caller, key string) ratelimit.Limiter {
 		return ratelimit.TokenBucket(c, key, tokenOptions(huge, 0))
-	}, false},
+	}, false, false},
 	{"concurrency-acquire-release", func(c proxy.Caller, key string) ratelimit.Limiter {
 		return ratelimit.Concurrency(c, key, concurrencyOptions(huge, 0))
-	}, true},
+	}, true, false},
+	{"fixed-window-try", func(c proxy.Caller, key string) ratelimit.Limiter {
+		return ratelimit.FixedWindow(c, key, fixedOptions(huge, 0))
+	}, false, true},
 }
 
 var benchScenarios = []struct {
@@ -74,7 +80,13 @@ func benchEcho(b *testing.B) *echo.Client {
 func acquirer(op benchOp, holders []ratelimit.Limiter) func(w int) error {
 	ctx := context.Background()
 	return func(w int) error {
-		l, err := holders[w].AcquireAndConfigure(ctx, 1)
+		var l *ratelimit.Lease
+		var err error
+		if op.attempt {
+			l, err = holders[w].TryAcquire(ctx, 1)
+		} else {
+			l, err = holders[w].AcquireAndConfigure(ctx, 1)
+		}
 		if err != nil {
 			return err
 		}

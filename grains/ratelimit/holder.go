@@ -52,6 +52,7 @@ type methodSet struct {
 	acquire, acquireWith, tryAcquire, release    *proxy.MethodDesc
 	statistics                                   *proxy.MethodDesc
 	refund                                       *proxy.MethodDesc // nil for the concurrency limiter
+	renew                                        *proxy.MethodDesc // nil for the time-based limiters
 	configure, configuration, reset, deleteState *proxy.MethodDesc
 	tryReplenish                                 *proxy.MethodDesc // nil for the concurrency limiter
 }
@@ -67,7 +68,7 @@ func methodsOf(svc *proxy.ServiceDesc) methodSet {
 		return nil
 	}
 	return methodSet{
-		acquire: named("Acquire"), acquireWith: named("AcquireAndCheckConfiguration"), tryAcquire: named("TryAcquire"), release: named("Release"), refund: named("Refund"),
+		acquire: named("Acquire"), acquireWith: named("AcquireAndCheckConfiguration"), tryAcquire: named("TryAcquire"), release: named("Release"), refund: named("Refund"), renew: named("Renew"),
 		statistics: named("Statistics"), configure: named("Configure"), configuration: named("Configuration"),
 		reset: named("Reset"), deleteState: named("DeleteState"), tryReplenish: named("TryReplenish"),
 	}
@@ -139,6 +140,9 @@ type grainRef struct {
 	ref     proxy.Ref
 	release *proxy.MethodDesc
 	refund  *proxy.MethodDesc // nil for the concurrency limiter
+	renew   *proxy.MethodDesc // nil for the time-based limiters
+
+	renewals renewals // the live concurrency leases it renews
 }
 
 // Holder is the client side of one limiter grain (an algorithm and a key):
@@ -175,7 +179,7 @@ var (
 var acquireOne = &pb.AcquireRequest{Permits: 1}
 
 func newHolder[O Options](c proxy.Caller, key string, k *kind[O], bound []O) *Holder[O] {
-	h := &Holder[O]{grain: &grainRef{ref: proxy.NewRef(c, k.grainType, key), release: k.methods.release, refund: k.methods.refund}, kind: k}
+	h := &Holder[O]{grain: &grainRef{ref: proxy.NewRef(c, k.grainType, key), release: k.methods.release, refund: k.methods.refund, renew: k.methods.renew}, kind: k}
 	if len(bound) > 0 {
 		h.bound, h.hasBound = bound[0], true
 		h.boundErr = validate(bound[0])
@@ -244,7 +248,7 @@ func (h *Holder[O]) ForKey(key string) *Holder[O] {
 		holder Holder[O]
 		grain  grainRef
 	}{holder: *h}
-	both.grain = grainRef{ref: proxy.NewRef(h.grain.ref.Caller(), h.kind.grainType, key), release: h.kind.methods.release, refund: h.kind.methods.refund}
+	both.grain = grainRef{ref: proxy.NewRef(h.grain.ref.Caller(), h.kind.grainType, key), release: h.kind.methods.release, refund: h.kind.methods.refund, renew: h.kind.methods.renew}
 	both.holder.grain = &both.grain
 	return &both.holder
 }
@@ -413,6 +417,9 @@ func (h *Holder[O]) acquire(ctx context.Context, m *proxy.MethodDesc, in proto.M
 			return timedOutLease(h.grain), nil
 		}
 		return nil, err
+	}
+	if l.md.Acquired && !l.md.ReleaseOptional {
+		h.grain.track(l)
 	}
 	if ctx.Err() != nil {
 		// Cancelled as the reply arrived: the caller will not use the

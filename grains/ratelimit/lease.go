@@ -228,14 +228,33 @@ func (l *Lease) Release(ctx context.Context) error {
 	if !l.md.Acquired || l.md.ReleaseOptional || !l.released.CompareAndSwap(false, true) {
 		return nil
 	}
+	if l.grain != nil {
+		l.grain.untrack(l) // renewals stop at once; a release that fails leaves the lease to expire
+	}
 	in, out := &pb.ReleaseRequest{LeaseId: l.md.LeaseId}, new(pb.ReleaseReply)
-	var err error
-	if owner := l.Owner(); owner == l.grain.ref.GrainID() {
-		err = l.grain.ref.Invoke(ctx, l.grain.release, in, out)
-	} else if m := releaseMethods[owner.Type]; m != nil {
-		err = proxy.NewRef(l.grain.ref.Caller(), owner.Type, owner.Key).Invoke(ctx, m, in, out)
-	} else {
-		err = fmt.Errorf("%w: %s", ErrUnknownOwner, owner)
+	call := func(ctx context.Context) error {
+		owner := l.Owner()
+		if owner == l.grain.ref.GrainID() {
+			return l.grain.ref.Invoke(ctx, l.grain.release, in, out)
+		}
+		if m := releaseMethods[owner.Type]; m != nil {
+			return proxy.NewRef(l.grain.ref.Caller(), owner.Type, owner.Key).Invoke(ctx, m, in, out)
+		}
+		return fmt.Errorf("%w: %s", ErrUnknownOwner, owner)
+	}
+	err := call(ctx)
+	// A release that could not reach the grain is tried again, within the
+	// caller's response timeout (or ctx's deadline): a permit given back
+	// late is better than one held until the lease expires.
+	deadline := time.Now().Add(l.grain.ref.Caller().ResponseTimeout())
+	for backoff := 20 * time.Millisecond; err != nil && releaseRetryable(err) && ctx.Err() == nil && time.Now().Add(backoff).Before(deadline); backoff = min(2*backoff, time.Second) {
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			err = call(ctx)
+		}
+		t.Stop()
 	}
 	if err != nil {
 		l.released.Store(false)

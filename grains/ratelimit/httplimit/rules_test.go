@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -123,4 +124,27 @@ func TestGroupReleasesTakenPermitsWhenALaterRuleRejects(t *testing.T) {
 	assert.Zero(t, st.ActiveLeases)
 	assert.EqualValues(t, 2, st.TotalSuccessfulLeases, "the rejected request did take it first")
 	assert.Equal(t, http.StatusNoContent, serve(h, "192.0.2.1:1", "X-User", "bob").Code, "so the pool still admits others")
+}
+
+func TestATimeBasedRulesQuotaIsRefundedWhenAnotherRuleRejects(t *testing.T) {
+	s := startSilo(t, nil)
+	configs := mustConfigs(t,
+		ratelimit.Named("hourly", ratelimit.FixedWindowOptions{PermitLimit: 2, Window: time.Hour}),
+		oncePerKey,
+	)
+	m := mustMiddleware(t, s.Caller(), configs, httplimit.Options{Rules: []httplimit.Rule{
+		httplimit.ByKey("everyone", "hourly", func(*http.Request) (string, bool) { return "all", true }),
+		httplimit.ByUser("once", header("X-User")),
+	}})
+	h := m.Handler(ok)
+	window := ratelimit.FixedWindow(s.Caller(), httplimit.Key(httplimit.DefaultKeyPrefix, "key", "everyone", "all"))
+
+	require.Equal(t, http.StatusNoContent, serve(h, "192.0.2.1:1", "X-User", "alice").Code)
+	for range 3 {
+		assert.Equal(t, http.StatusTooManyRequests, serve(h, "192.0.2.1:1", "X-User", "alice").Code, "the user rule rejects")
+	}
+	st, err := window.Statistics(context.Background())
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, st.AvailablePermits, "the rejected requests' permits were refunded: %v", st)
+	assert.Equal(t, http.StatusNoContent, serve(h, "192.0.2.1:1", "X-User", "bob").Code, "so the window still admits another user")
 }

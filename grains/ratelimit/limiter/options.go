@@ -56,6 +56,31 @@ type ConcurrencyOptions struct {
 	// QueueOrder chooses which waiter is served first; the default is
 	// OldestFirst.
 	QueueOrder QueueOrder
+	// LeaseTTL is how long a concurrency lease of a limiter grain lives
+	// without being renewed: a lease its holder stopped renewing (a client
+	// that crashed, a grant whose reply was lost) gives its permits back
+	// after it. 0 means DefaultLeaseTTL; otherwise at least MinLeaseTTL.
+	// The in-process Limiter and the core ignore it: their leases cannot
+	// outlive their holder.
+	LeaseTTL time.Duration
+}
+
+// DefaultLeaseTTL is the lease time to live of ConcurrencyOptions with a
+// zero LeaseTTL: long enough that a holder renewing its leases never
+// comes near it, short enough that a dead holder's permits come back.
+const DefaultLeaseTTL = 30 * time.Second
+
+// MinLeaseTTL is the shortest LeaseTTL accepted: renewals come every third
+// of it, and shorter ones would be mostly renewal traffic.
+const MinLeaseTTL = 300 * time.Millisecond
+
+// TTL returns the lease time to live the options mean: LeaseTTL, or
+// DefaultLeaseTTL when it is 0.
+func (o ConcurrencyOptions) TTL() time.Duration {
+	if o.LeaseTTL == 0 {
+		return DefaultLeaseTTL
+	}
+	return o.LeaseTTL
 }
 
 // Validate returns nil, or an [*OptionsError] naming every invalid field.
@@ -63,6 +88,9 @@ func (o ConcurrencyOptions) Validate() error {
 	c := optionsChecker{typ: "ConcurrencyOptions"}
 	checkLimit(&c, "PermitLimit", o.PermitLimit)
 	checkQueue(&c, o.QueueLimit, o.QueueOrder)
+	if o.LeaseTTL != 0 && o.LeaseTTL < MinLeaseTTL {
+		c.fail("LeaseTTL", fmt.Sprintf("must be 0 (the default) or at least %v (got %v)", MinLeaseTTL, o.LeaseTTL))
+	}
 	return c.result()
 }
 

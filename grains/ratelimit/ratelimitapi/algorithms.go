@@ -19,6 +19,9 @@ type algorithm interface {
 	acquire(ctx context.Context, c proxy.Caller, key string, permits int64, o *apiv1.Options) (*ratelimit.Lease, error)
 	// tryAcquire is acquire as an attempt, which never waits in the queue.
 	tryAcquire(ctx context.Context, c proxy.Caller, key string, permits int64, o *apiv1.Options) (*ratelimit.Lease, error)
+	// bound returns key's limiter, bound to o when o is set: a part of a
+	// decision over many limits.
+	bound(c proxy.Caller, key string, o *apiv1.Options) ratelimit.Limiter
 	configure(ctx context.Context, c proxy.Caller, key string, o *apiv1.Options) error
 	configuration(ctx context.Context, c proxy.Caller, key string) (*apiv1.Options, error)
 	release(ctx context.Context, c proxy.Caller, key string, leaseID uint64) (bool, error)
@@ -52,6 +55,13 @@ func (k *kind[O]) tryAcquire(ctx context.Context, c proxy.Caller, key string, pe
 		return k.holder(c, key).TryAcquire(ctx, permits)
 	}
 	return k.holder(c, key, k.fromAPI(o)).TryAcquire(ctx, permits)
+}
+
+func (k *kind[O]) bound(c proxy.Caller, key string, o *apiv1.Options) ratelimit.Limiter {
+	if o == nil {
+		return k.holder(c, key)
+	}
+	return k.holder(c, key, k.fromAPI(o))
 }
 
 func (k *kind[O]) configure(ctx context.Context, c proxy.Caller, key string, o *apiv1.Options) error {

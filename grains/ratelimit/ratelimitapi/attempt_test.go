@@ -56,3 +56,56 @@ func TestGRPCTryAcquireCarriesTheAttemptsRetryAfter(t *testing.T) {
 	assert.Equal(t, 7500*time.Millisecond, resp.Msg.RetryAfter.AsDuration(), "the rest of the window")
 	assert.Equal(t, "8", resp.Header().Get("Retry-After"))
 }
+
+func TestJSONAcquireManyGivesBackWhatOthersGrantedWhenOneRefuses(t *testing.T) {
+	e := newEnv(t, envConfig{configs: mustConfigs(t,
+		ratelimit.Named("pool", ratelimit.ConcurrencyOptions{PermitLimit: 2}),
+		ratelimit.Named("hourly", ratelimit.FixedWindowOptions{PermitLimit: 3, Window: time.Hour}),
+		ratelimit.Named("strict", ratelimit.TokenBucketOptions{TokenLimit: 1, TokensPerPeriod: 1, ReplenishmentPeriod: time.Hour}),
+	)})
+	strict := `{"key":"k","config":"strict"}`
+	e.ok("Acquire", strict) // the bucket's only token
+	body := `{"acquisitions":[{"key":"k","config":"pool"},{"key":"k","config":"hourly"},` + strict + `]}`
+	r := e.call("AcquireMany", body)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	assert.Nil(t, r.body["acquired"])
+	leases := r.body["leases"].([]any)
+	require.Len(t, leases, 3)
+	assert.Equal(t, true, leases[0].(map[string]any)["acquired"])
+	assert.Equal(t, true, leases[1].(map[string]any)["acquired"])
+	assert.Nil(t, leases[2].(map[string]any)["acquired"])
+	assert.Equal(t, []any{float64(0), float64(1)}, r.body["givenBack"])
+	assert.Equal(t, "3600", r.header.Get("Retry-After"), "the refusing limit's hint")
+	for alg, full := range map[string]string{"ALGORITHM_CONCURRENCY": "2", "ALGORITHM_FIXED_WINDOW": "3"} {
+		st := e.ok("Statistics", `{"algorithm":"`+alg+`","key":"k"}`)
+		assert.Equal(t, full, st["availablePermits"], "%s has its permits back", alg)
+	}
+
+	got := e.ok("AcquireMany", `{"attempt":true,"acquisitions":[{"key":"k","config":"pool"},{"key":"k","config":"hourly"}]}`)
+	assert.Equal(t, true, got["acquired"])
+	assert.Nil(t, got["givenBack"])
+
+	bad := e.call("AcquireMany", `{"acquisitions":[]}`)
+	assert.Equal(t, http.StatusBadRequest, bad.status)
+}
+
+func TestJSONRenewKeepsARemoteCallersLeaseAlive(t *testing.T) {
+	fake := clock.NewFake(epoch)
+	e := newEnv(t, envConfig{fake: fake})
+	got := e.ok("Acquire", `{"algorithm":"ALGORITHM_CONCURRENCY","key":"remote"}`)
+	require.Equal(t, true, got["acquired"])
+	assert.Equal(t, "30s", got["leaseTtl"], "the default time to live")
+	id := got["leaseId"].(string)
+	renew := `{"algorithm":"ALGORITHM_CONCURRENCY","key":"remote","leaseIds":["` + id + `"]}`
+	for range 4 {
+		fake.Advance(20 * time.Second)
+		assert.Nil(t, e.ok("Renew", renew)["unknown"], "renewed in time")
+	}
+	st := e.ok("Statistics", `{"algorithm":"ALGORITHM_CONCURRENCY","key":"remote"}`)
+	assert.Equal(t, "1", st["activeLeases"], "80 s later, the renewed lease is held")
+	fake.Advance(30 * time.Second)
+	assert.Eventually(t, func() bool {
+		return e.ok("Statistics", `{"algorithm":"ALGORITHM_CONCURRENCY","key":"remote"}`)["activeLeases"] == nil
+	}, 10*time.Second, 10*time.Millisecond, "without renewals it expires")
+	assert.Equal(t, []any{id}, e.ok("Renew", renew)["unknown"])
+}

@@ -225,6 +225,7 @@ func (s *service) Acquire(ctx context.Context, req *connect.Request[apiv1.Acquir
 	if err != nil {
 		return nil, codeOf(err)
 	}
+	lease.Detach() // the remote caller renews it (Renew)
 	out := &apiv1.AcquireResponse{
 		Acquired:        lease.Acquired(),
 		LeaseId:         lease.ID(),
@@ -233,6 +234,9 @@ func (s *service) Acquire(ctx context.Context, req *connect.Request[apiv1.Acquir
 	}
 	if d := lease.RetryAfter(); d > 0 {
 		out.RetryAfter = durationpb.New(d)
+	}
+	if d := lease.TTL(); d > 0 {
+		out.LeaseTtl = durationpb.New(d)
 	}
 	for name, value := range lease.Metadata() {
 		if out.Metadata == nil {

@@ -35,6 +35,7 @@ func (stub[P, R]) AcquireAndCheckConfiguration(context.Context, R) (*LeaseMetada
 }
 func (stub[P, R]) TryAcquire(context.Context, R) (*LeaseMetadata, error)           { return nil, nil }
 func (stub[P, R]) Refund(context.Context, *RefundRequest) (*RefundReply, error)    { return nil, nil }
+func (stub[P, R]) Renew(context.Context, *RenewRequest) (*RenewReply, error)       { return nil, nil }
 func (stub[P, R]) Release(context.Context, *ReleaseRequest) (*ReleaseReply, error) { return nil, nil }
 func (stub[P, R]) Statistics(context.Context, *StatisticsRequest) (*StatisticsReply, error) {
 	return nil, nil

@@ -83,10 +83,13 @@ func (QueueOrder) EnumDescriptor() ([]byte, []int) {
 
 // ConcurrencyOptions configures a concurrency limiter.
 type ConcurrencyOptions struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PermitLimit   int64                  `protobuf:"varint,1,opt,name=permit_limit,json=permitLimit,proto3" json:"permit_limit,omitempty"`
-	QueueLimit    int64                  `protobuf:"varint,2,opt,name=queue_limit,json=queueLimit,proto3" json:"queue_limit,omitempty"`
-	QueueOrder    QueueOrder             `protobuf:"varint,3,opt,name=queue_order,json=queueOrder,proto3,enum=granary.ratelimit.QueueOrder" json:"queue_order,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	PermitLimit int64                  `protobuf:"varint,1,opt,name=permit_limit,json=permitLimit,proto3" json:"permit_limit,omitempty"`
+	QueueLimit  int64                  `protobuf:"varint,2,opt,name=queue_limit,json=queueLimit,proto3" json:"queue_limit,omitempty"`
+	QueueOrder  QueueOrder             `protobuf:"varint,3,opt,name=queue_order,json=queueOrder,proto3,enum=granary.ratelimit.QueueOrder" json:"queue_order,omitempty"`
+	// lease_ttl_nanos is how long a lease lives without a renewal; 0 for the
+	// default (30 s).
+	LeaseTtlNanos int64 `protobuf:"varint,4,opt,name=lease_ttl_nanos,json=leaseTtlNanos,proto3" json:"lease_ttl_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,6 +143,13 @@ func (x *ConcurrencyOptions) GetQueueOrder() QueueOrder {
 		return x.QueueOrder
 	}
 	return QueueOrder_QUEUE_ORDER_OLDEST_FIRST
+}
+
+func (x *ConcurrencyOptions) GetLeaseTtlNanos() int64 {
+	if x != nil {
+		return x.LeaseTtlNanos
+	}
+	return 0
 }
 
 // FixedWindowOptions configures a fixed-window limiter. Durations are in
@@ -521,8 +531,12 @@ type LeaseMetadata struct {
 	// leases and zero-permit leases. A payload without it (from an older
 	// server) means that release is required.
 	ReleaseOptional bool `protobuf:"varint,5,opt,name=release_optional,json=releaseOptional,proto3" json:"release_optional,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// ttl_nanos is how long a concurrency lease lives without a renewal (see
+	// ConcurrencyLimiter.Renew); 0 for leases that need no release, and from
+	// servers that predate expiry, whose leases never expire.
+	TtlNanos      int64 `protobuf:"varint,6,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaseMetadata) Reset() {
@@ -588,6 +602,13 @@ func (x *LeaseMetadata) GetReleaseOptional() bool {
 		return x.ReleaseOptional
 	}
 	return false
+}
+
+func (x *LeaseMetadata) GetTtlNanos() int64 {
+	if x != nil {
+		return x.TtlNanos
+	}
+	return 0
 }
 
 // AcquireRequest asks for permits under the grain's current options.
@@ -1507,11 +1528,14 @@ func (x *TryReplenishReply) GetReplenished() bool {
 
 // LeaseRecord is a concurrency lease kept in a grain's stored state.
 type LeaseRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LeaseId       uint64                 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	Permits       int64                  `protobuf:"varint,2,opt,name=permits,proto3" json:"permits,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId uint64                 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Permits int64                  `protobuf:"varint,2,opt,name=permits,proto3" json:"permits,omitempty"`
+	// expires_at_unix_nanos is when the lease expires unless renewed (wall
+	// clock); 0 in states stored before leases expired.
+	ExpiresAtUnixNanos int64 `protobuf:"varint,3,opt,name=expires_at_unix_nanos,json=expiresAtUnixNanos,proto3" json:"expires_at_unix_nanos,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *LeaseRecord) Reset() {
@@ -1558,6 +1582,104 @@ func (x *LeaseRecord) GetPermits() int64 {
 	return 0
 }
 
+func (x *LeaseRecord) GetExpiresAtUnixNanos() int64 {
+	if x != nil {
+		return x.ExpiresAtUnixNanos
+	}
+	return 0
+}
+
+// RenewRequest renews concurrency leases: each lives another time to live.
+type RenewRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseIds      []uint64               `protobuf:"varint,1,rep,packed,name=lease_ids,json=leaseIds,proto3" json:"lease_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_ratelimit_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ratelimit_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_ratelimit_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RenewRequest) GetLeaseIds() []uint64 {
+	if x != nil {
+		return x.LeaseIds
+	}
+	return nil
+}
+
+// RenewReply names the leases of the request the grain does not hold:
+// released, expired, or forgotten by a configuration change or reset.
+type RenewReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unknown       []uint64               `protobuf:"varint,1,rep,packed,name=unknown,proto3" json:"unknown,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewReply) Reset() {
+	*x = RenewReply{}
+	mi := &file_ratelimit_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewReply) ProtoMessage() {}
+
+func (x *RenewReply) ProtoReflect() protoreflect.Message {
+	mi := &file_ratelimit_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewReply.ProtoReflect.Descriptor instead.
+func (*RenewReply) Descriptor() ([]byte, []int) {
+	return file_ratelimit_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RenewReply) GetUnknown() []uint64 {
+	if x != nil {
+		return x.Unknown
+	}
+	return nil
+}
+
 // LimiterState is what a limiter grain stores: its snapshot.
 type LimiterState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1584,7 +1706,7 @@ type LimiterState struct {
 
 func (x *LimiterState) Reset() {
 	*x = LimiterState{}
-	mi := &file_ratelimit_proto_msgTypes[27]
+	mi := &file_ratelimit_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1718,7 @@ func (x *LimiterState) String() string {
 func (*LimiterState) ProtoMessage() {}
 
 func (x *LimiterState) ProtoReflect() protoreflect.Message {
-	mi := &file_ratelimit_proto_msgTypes[27]
+	mi := &file_ratelimit_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1731,7 @@ func (x *LimiterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimiterState.ProtoReflect.Descriptor instead.
 func (*LimiterState) Descriptor() ([]byte, []int) {
-	return file_ratelimit_proto_rawDescGZIP(), []int{27}
+	return file_ratelimit_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LimiterState) GetConfigured() bool {
@@ -1679,13 +1801,14 @@ var File_ratelimit_proto protoreflect.FileDescriptor
 
 const file_ratelimit_proto_rawDesc = "" +
 	"\n" +
-	"\x0fratelimit.proto\x12\x11granary.ratelimit\x1a\x15granary/options.proto\"\x98\x01\n" +
+	"\x0fratelimit.proto\x12\x11granary.ratelimit\x1a\x15granary/options.proto\"\xc0\x01\n" +
 	"\x12ConcurrencyOptions\x12!\n" +
 	"\fpermit_limit\x18\x01 \x01(\x03R\vpermitLimit\x12\x1f\n" +
 	"\vqueue_limit\x18\x02 \x01(\x03R\n" +
 	"queueLimit\x12>\n" +
 	"\vqueue_order\x18\x03 \x01(\x0e2\x1d.granary.ratelimit.QueueOrderR\n" +
-	"queueOrder\"\xee\x01\n" +
+	"queueOrder\x12&\n" +
+	"\x0flease_ttl_nanos\x18\x04 \x01(\x03R\rleaseTtlNanos\"\xee\x01\n" +
 	"\x12FixedWindowOptions\x12!\n" +
 	"\fpermit_limit\x18\x01 \x01(\x03R\vpermitLimit\x12\x1f\n" +
 	"\vqueue_limit\x18\x02 \x01(\x03R\n" +
@@ -1718,13 +1841,14 @@ const file_ratelimit_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"9\n" +
 	"\rMetadataEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xe6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x83\x02\n" +
 	"\rLeaseMetadata\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x125\n" +
 	"\bgrain_id\x18\x02 \x01(\v2\x1a.granary.ratelimit.GrainIdR\agrainId\x12\x1a\n" +
 	"\bacquired\x18\x03 \x01(\bR\bacquired\x12<\n" +
 	"\bmetadata\x18\x04 \x03(\v2 .granary.ratelimit.MetadataEntryR\bmetadata\x12)\n" +
-	"\x10release_optional\x18\x05 \x01(\bR\x0freleaseOptional\"J\n" +
+	"\x10release_optional\x18\x05 \x01(\bR\x0freleaseOptional\x12\x1b\n" +
+	"\tttl_nanos\x18\x06 \x01(\x03R\bttlNanos\"J\n" +
 	"\x0eAcquireRequest\x12\x18\n" +
 	"\apermits\x18\x01 \x01(\x03R\apermits\x12\x1e\n" +
 	"\n" +
@@ -1779,10 +1903,16 @@ const file_ratelimit_proto_rawDesc = "" +
 	"\x10DeleteStateReply\"\x15\n" +
 	"\x13TryReplenishRequest\"5\n" +
 	"\x11TryReplenishReply\x12 \n" +
-	"\vreplenished\x18\x01 \x01(\bR\vreplenished\"B\n" +
+	"\vreplenished\x18\x01 \x01(\bR\vreplenished\"u\n" +
 	"\vLeaseRecord\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x18\n" +
-	"\apermits\x18\x02 \x01(\x03R\apermits\"\xa7\x03\n" +
+	"\apermits\x18\x02 \x01(\x03R\apermits\x121\n" +
+	"\x15expires_at_unix_nanos\x18\x03 \x01(\x03R\x12expiresAtUnixNanos\"+\n" +
+	"\fRenewRequest\x12\x1b\n" +
+	"\tlease_ids\x18\x01 \x03(\x04R\bleaseIds\"&\n" +
+	"\n" +
+	"RenewReply\x12\x18\n" +
+	"\aunknown\x18\x01 \x03(\x04R\aunknown\"\xa7\x03\n" +
 	"\fLimiterState\x12\x1e\n" +
 	"\n" +
 	"configured\x18\x01 \x01(\bR\n" +
@@ -1798,13 +1928,14 @@ const file_ratelimit_proto_rawDesc = "" +
 	"\n" +
 	"QueueOrder\x12\x1c\n" +
 	"\x18QUEUE_ORDER_OLDEST_FIRST\x10\x00\x12\x1c\n" +
-	"\x18QUEUE_ORDER_NEWEST_FIRST\x10\x012\xd3\x06\n" +
+	"\x18QUEUE_ORDER_NEWEST_FIRST\x10\x012\x9c\a\n" +
 	"\x12ConcurrencyLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12t\n" +
 	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.ConcurrencyAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12\\\n" +
 	"\n" +
 	"TryAcquire\x12,.granary.ratelimit.ConcurrencyAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\x12M\n" +
-	"\aRelease\x12!.granary.ratelimit.ReleaseRequest\x1a\x1f.granary.ratelimit.ReleaseReply\x12V\n" +
+	"\aRelease\x12!.granary.ratelimit.ReleaseRequest\x1a\x1f.granary.ratelimit.ReleaseReply\x12G\n" +
+	"\x05Renew\x12\x1f.granary.ratelimit.RenewRequest\x1a\x1d.granary.ratelimit.RenewReply\x12V\n" +
 	"\n" +
 	"Statistics\x12$.granary.ratelimit.StatisticsRequest\x1a\".granary.ratelimit.StatisticsReply\x12[\n" +
 	"\tConfigure\x12%.granary.ratelimit.ConcurrencyOptions\x1a!.granary.ratelimit.ConfigureReply\"\x04\x88\x80\x19\x01\x12_\n" +
@@ -1867,7 +1998,7 @@ func file_ratelimit_proto_rawDescGZIP() []byte {
 }
 
 var file_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_ratelimit_proto_goTypes = []any{
 	(QueueOrder)(0),                     // 0: granary.ratelimit.QueueOrder
 	(*ConcurrencyOptions)(nil),          // 1: granary.ratelimit.ConcurrencyOptions
@@ -1897,7 +2028,9 @@ var file_ratelimit_proto_goTypes = []any{
 	(*TryReplenishRequest)(nil),         // 25: granary.ratelimit.TryReplenishRequest
 	(*TryReplenishReply)(nil),           // 26: granary.ratelimit.TryReplenishReply
 	(*LeaseRecord)(nil),                 // 27: granary.ratelimit.LeaseRecord
-	(*LimiterState)(nil),                // 28: granary.ratelimit.LimiterState
+	(*RenewRequest)(nil),                // 28: granary.ratelimit.RenewRequest
+	(*RenewReply)(nil),                  // 29: granary.ratelimit.RenewReply
+	(*LimiterState)(nil),                // 30: granary.ratelimit.LimiterState
 }
 var file_ratelimit_proto_depIdxs = []int32{
 	0,  // 0: granary.ratelimit.ConcurrencyOptions.queue_order:type_name -> granary.ratelimit.QueueOrder
@@ -1915,88 +2048,90 @@ var file_ratelimit_proto_depIdxs = []int32{
 	9,  // 12: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.ConcurrencyAcquireRequest
 	9,  // 13: granary.ratelimit.ConcurrencyLimiter.TryAcquire:input_type -> granary.ratelimit.ConcurrencyAcquireRequest
 	13, // 14: granary.ratelimit.ConcurrencyLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	17, // 15: granary.ratelimit.ConcurrencyLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	1,  // 16: granary.ratelimit.ConcurrencyLimiter.Configure:input_type -> granary.ratelimit.ConcurrencyOptions
-	20, // 17: granary.ratelimit.ConcurrencyLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	21, // 18: granary.ratelimit.ConcurrencyLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	23, // 19: granary.ratelimit.ConcurrencyLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	8,  // 20: granary.ratelimit.FixedWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	10, // 21: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.FixedWindowAcquireRequest
-	10, // 22: granary.ratelimit.FixedWindowLimiter.TryAcquire:input_type -> granary.ratelimit.FixedWindowAcquireRequest
-	15, // 23: granary.ratelimit.FixedWindowLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
-	13, // 24: granary.ratelimit.FixedWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	17, // 25: granary.ratelimit.FixedWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	2,  // 26: granary.ratelimit.FixedWindowLimiter.Configure:input_type -> granary.ratelimit.FixedWindowOptions
-	20, // 27: granary.ratelimit.FixedWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	21, // 28: granary.ratelimit.FixedWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	23, // 29: granary.ratelimit.FixedWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	25, // 30: granary.ratelimit.FixedWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	8,  // 31: granary.ratelimit.SlidingWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	11, // 32: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
-	11, // 33: granary.ratelimit.SlidingWindowLimiter.TryAcquire:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
-	15, // 34: granary.ratelimit.SlidingWindowLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
-	13, // 35: granary.ratelimit.SlidingWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	17, // 36: granary.ratelimit.SlidingWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	3,  // 37: granary.ratelimit.SlidingWindowLimiter.Configure:input_type -> granary.ratelimit.SlidingWindowOptions
-	20, // 38: granary.ratelimit.SlidingWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	21, // 39: granary.ratelimit.SlidingWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	23, // 40: granary.ratelimit.SlidingWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	25, // 41: granary.ratelimit.SlidingWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	8,  // 42: granary.ratelimit.TokenBucketLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	12, // 43: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.TokenBucketAcquireRequest
-	12, // 44: granary.ratelimit.TokenBucketLimiter.TryAcquire:input_type -> granary.ratelimit.TokenBucketAcquireRequest
-	15, // 45: granary.ratelimit.TokenBucketLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
-	13, // 46: granary.ratelimit.TokenBucketLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	17, // 47: granary.ratelimit.TokenBucketLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	4,  // 48: granary.ratelimit.TokenBucketLimiter.Configure:input_type -> granary.ratelimit.TokenBucketOptions
-	20, // 49: granary.ratelimit.TokenBucketLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	21, // 50: granary.ratelimit.TokenBucketLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	23, // 51: granary.ratelimit.TokenBucketLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	25, // 52: granary.ratelimit.TokenBucketLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	7,  // 53: granary.ratelimit.ConcurrencyLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 54: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 55: granary.ratelimit.ConcurrencyLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
-	14, // 56: granary.ratelimit.ConcurrencyLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	18, // 57: granary.ratelimit.ConcurrencyLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	19, // 58: granary.ratelimit.ConcurrencyLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	1,  // 59: granary.ratelimit.ConcurrencyLimiter.Configuration:output_type -> granary.ratelimit.ConcurrencyOptions
-	22, // 60: granary.ratelimit.ConcurrencyLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	24, // 61: granary.ratelimit.ConcurrencyLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	7,  // 62: granary.ratelimit.FixedWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 63: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 64: granary.ratelimit.FixedWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
-	16, // 65: granary.ratelimit.FixedWindowLimiter.Refund:output_type -> granary.ratelimit.RefundReply
-	14, // 66: granary.ratelimit.FixedWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	18, // 67: granary.ratelimit.FixedWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	19, // 68: granary.ratelimit.FixedWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	2,  // 69: granary.ratelimit.FixedWindowLimiter.Configuration:output_type -> granary.ratelimit.FixedWindowOptions
-	22, // 70: granary.ratelimit.FixedWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	24, // 71: granary.ratelimit.FixedWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	26, // 72: granary.ratelimit.FixedWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	7,  // 73: granary.ratelimit.SlidingWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 74: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 75: granary.ratelimit.SlidingWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
-	16, // 76: granary.ratelimit.SlidingWindowLimiter.Refund:output_type -> granary.ratelimit.RefundReply
-	14, // 77: granary.ratelimit.SlidingWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	18, // 78: granary.ratelimit.SlidingWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	19, // 79: granary.ratelimit.SlidingWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	3,  // 80: granary.ratelimit.SlidingWindowLimiter.Configuration:output_type -> granary.ratelimit.SlidingWindowOptions
-	22, // 81: granary.ratelimit.SlidingWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	24, // 82: granary.ratelimit.SlidingWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	26, // 83: granary.ratelimit.SlidingWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	7,  // 84: granary.ratelimit.TokenBucketLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 85: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 86: granary.ratelimit.TokenBucketLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
-	16, // 87: granary.ratelimit.TokenBucketLimiter.Refund:output_type -> granary.ratelimit.RefundReply
-	14, // 88: granary.ratelimit.TokenBucketLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	18, // 89: granary.ratelimit.TokenBucketLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	19, // 90: granary.ratelimit.TokenBucketLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	4,  // 91: granary.ratelimit.TokenBucketLimiter.Configuration:output_type -> granary.ratelimit.TokenBucketOptions
-	22, // 92: granary.ratelimit.TokenBucketLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	24, // 93: granary.ratelimit.TokenBucketLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	26, // 94: granary.ratelimit.TokenBucketLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	53, // [53:95] is the sub-list for method output_type
-	11, // [11:53] is the sub-list for method input_type
+	28, // 15: granary.ratelimit.ConcurrencyLimiter.Renew:input_type -> granary.ratelimit.RenewRequest
+	17, // 16: granary.ratelimit.ConcurrencyLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	1,  // 17: granary.ratelimit.ConcurrencyLimiter.Configure:input_type -> granary.ratelimit.ConcurrencyOptions
+	20, // 18: granary.ratelimit.ConcurrencyLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	21, // 19: granary.ratelimit.ConcurrencyLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	23, // 20: granary.ratelimit.ConcurrencyLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	8,  // 21: granary.ratelimit.FixedWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	10, // 22: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.FixedWindowAcquireRequest
+	10, // 23: granary.ratelimit.FixedWindowLimiter.TryAcquire:input_type -> granary.ratelimit.FixedWindowAcquireRequest
+	15, // 24: granary.ratelimit.FixedWindowLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
+	13, // 25: granary.ratelimit.FixedWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	17, // 26: granary.ratelimit.FixedWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	2,  // 27: granary.ratelimit.FixedWindowLimiter.Configure:input_type -> granary.ratelimit.FixedWindowOptions
+	20, // 28: granary.ratelimit.FixedWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	21, // 29: granary.ratelimit.FixedWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	23, // 30: granary.ratelimit.FixedWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	25, // 31: granary.ratelimit.FixedWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	8,  // 32: granary.ratelimit.SlidingWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	11, // 33: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
+	11, // 34: granary.ratelimit.SlidingWindowLimiter.TryAcquire:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
+	15, // 35: granary.ratelimit.SlidingWindowLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
+	13, // 36: granary.ratelimit.SlidingWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	17, // 37: granary.ratelimit.SlidingWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	3,  // 38: granary.ratelimit.SlidingWindowLimiter.Configure:input_type -> granary.ratelimit.SlidingWindowOptions
+	20, // 39: granary.ratelimit.SlidingWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	21, // 40: granary.ratelimit.SlidingWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	23, // 41: granary.ratelimit.SlidingWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	25, // 42: granary.ratelimit.SlidingWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	8,  // 43: granary.ratelimit.TokenBucketLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	12, // 44: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.TokenBucketAcquireRequest
+	12, // 45: granary.ratelimit.TokenBucketLimiter.TryAcquire:input_type -> granary.ratelimit.TokenBucketAcquireRequest
+	15, // 46: granary.ratelimit.TokenBucketLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
+	13, // 47: granary.ratelimit.TokenBucketLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	17, // 48: granary.ratelimit.TokenBucketLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	4,  // 49: granary.ratelimit.TokenBucketLimiter.Configure:input_type -> granary.ratelimit.TokenBucketOptions
+	20, // 50: granary.ratelimit.TokenBucketLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	21, // 51: granary.ratelimit.TokenBucketLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	23, // 52: granary.ratelimit.TokenBucketLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	25, // 53: granary.ratelimit.TokenBucketLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	7,  // 54: granary.ratelimit.ConcurrencyLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 55: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 56: granary.ratelimit.ConcurrencyLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	14, // 57: granary.ratelimit.ConcurrencyLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	29, // 58: granary.ratelimit.ConcurrencyLimiter.Renew:output_type -> granary.ratelimit.RenewReply
+	18, // 59: granary.ratelimit.ConcurrencyLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 60: granary.ratelimit.ConcurrencyLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	1,  // 61: granary.ratelimit.ConcurrencyLimiter.Configuration:output_type -> granary.ratelimit.ConcurrencyOptions
+	22, // 62: granary.ratelimit.ConcurrencyLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 63: granary.ratelimit.ConcurrencyLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	7,  // 64: granary.ratelimit.FixedWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 65: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 66: granary.ratelimit.FixedWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	16, // 67: granary.ratelimit.FixedWindowLimiter.Refund:output_type -> granary.ratelimit.RefundReply
+	14, // 68: granary.ratelimit.FixedWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	18, // 69: granary.ratelimit.FixedWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 70: granary.ratelimit.FixedWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	2,  // 71: granary.ratelimit.FixedWindowLimiter.Configuration:output_type -> granary.ratelimit.FixedWindowOptions
+	22, // 72: granary.ratelimit.FixedWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 73: granary.ratelimit.FixedWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	26, // 74: granary.ratelimit.FixedWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	7,  // 75: granary.ratelimit.SlidingWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 76: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 77: granary.ratelimit.SlidingWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	16, // 78: granary.ratelimit.SlidingWindowLimiter.Refund:output_type -> granary.ratelimit.RefundReply
+	14, // 79: granary.ratelimit.SlidingWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	18, // 80: granary.ratelimit.SlidingWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 81: granary.ratelimit.SlidingWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	3,  // 82: granary.ratelimit.SlidingWindowLimiter.Configuration:output_type -> granary.ratelimit.SlidingWindowOptions
+	22, // 83: granary.ratelimit.SlidingWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 84: granary.ratelimit.SlidingWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	26, // 85: granary.ratelimit.SlidingWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	7,  // 86: granary.ratelimit.TokenBucketLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 87: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 88: granary.ratelimit.TokenBucketLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	16, // 89: granary.ratelimit.TokenBucketLimiter.Refund:output_type -> granary.ratelimit.RefundReply
+	14, // 90: granary.ratelimit.TokenBucketLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	18, // 91: granary.ratelimit.TokenBucketLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 92: granary.ratelimit.TokenBucketLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	4,  // 93: granary.ratelimit.TokenBucketLimiter.Configuration:output_type -> granary.ratelimit.TokenBucketOptions
+	22, // 94: granary.ratelimit.TokenBucketLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 95: granary.ratelimit.TokenBucketLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	26, // 96: granary.ratelimit.TokenBucketLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	54, // [54:97] is the sub-list for method output_type
+	11, // [11:54] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -2013,7 +2148,7 @@ func file_ratelimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ratelimit_proto_rawDesc), len(file_ratelimit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

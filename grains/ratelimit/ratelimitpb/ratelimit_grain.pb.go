@@ -25,6 +25,8 @@ var (
 	ConcurrencyLimiter_TryAcquire_Method = &proxy.MethodDesc{Service: ConcurrencyLimiterGrainType, Name: "TryAcquire", ID: 0x00c4a3b3, Bounded: false}
 	// ConcurrencyLimiter_Release_Method describes ConcurrencyLimiter.Release, an unbounded method.
 	ConcurrencyLimiter_Release_Method = &proxy.MethodDesc{Service: ConcurrencyLimiterGrainType, Name: "Release", ID: 0x86eed651, Bounded: false}
+	// ConcurrencyLimiter_Renew_Method describes ConcurrencyLimiter.Renew, an unbounded method.
+	ConcurrencyLimiter_Renew_Method = &proxy.MethodDesc{Service: ConcurrencyLimiterGrainType, Name: "Renew", ID: 0xa77df189, Bounded: false}
 	// ConcurrencyLimiter_Statistics_Method describes ConcurrencyLimiter.Statistics, an unbounded method.
 	ConcurrencyLimiter_Statistics_Method = &proxy.MethodDesc{Service: ConcurrencyLimiterGrainType, Name: "Statistics", ID: 0x5990ac6f, Bounded: false}
 	// ConcurrencyLimiter_Configure_Method describes ConcurrencyLimiter.Configure, a bounded method.
@@ -88,6 +90,12 @@ func (r ConcurrencyLimiterRef) Release(ctx context.Context, in *ReleaseRequest, 
 	return _ConcurrencyLimiter_Release_Call(ctx, r.ref, in, opts)
 }
 
+// Renew gives each named lease another time to live; a lease not renewed
+// in time expires, and its permits come back as on release.
+func (r ConcurrencyLimiterRef) Renew(ctx context.Context, in *RenewRequest, opts ...proxy.CallOption) (*RenewReply, error) {
+	return _ConcurrencyLimiter_Renew_Call(ctx, r.ref, in, opts)
+}
+
 // Statistics returns the counters.
 func (r ConcurrencyLimiterRef) Statistics(ctx context.Context, in *StatisticsRequest, opts ...proxy.CallOption) (*StatisticsReply, error) {
 	return _ConcurrencyLimiter_Statistics_Call(ctx, r.ref, in, opts)
@@ -149,6 +157,9 @@ type ConcurrencyLimiterGrain interface {
 	TryAcquire(context.Context, *ConcurrencyAcquireRequest) (*LeaseMetadata, error)
 	// Release returns a lease's permits.
 	Release(context.Context, *ReleaseRequest) (*ReleaseReply, error)
+	// Renew gives each named lease another time to live; a lease not renewed
+	// in time expires, and its permits come back as on release.
+	Renew(context.Context, *RenewRequest) (*RenewReply, error)
 	// Statistics returns the counters.
 	Statistics(context.Context, *StatisticsRequest) (*StatisticsReply, error)
 	// Configure replaces the options, resetting quota, counters and leases.
@@ -195,6 +206,11 @@ var ConcurrencyLimiterService = &proxy.ServiceDesc{
 			Desc:       ConcurrencyLimiter_Release_Method,
 			NewRequest: func() proto.Message { return new(ReleaseRequest) },
 			Invoke:     _ConcurrencyLimiter_Release_Invoke,
+		},
+		{
+			Desc:       ConcurrencyLimiter_Renew_Method,
+			NewRequest: func() proto.Message { return new(RenewRequest) },
+			Invoke:     _ConcurrencyLimiter_Renew_Invoke,
 		},
 		{
 			Desc:       ConcurrencyLimiter_Statistics_Method,
@@ -261,6 +277,15 @@ func _ConcurrencyLimiter_TryAcquire_Call(_ctx context.Context, _ref proxy.Ref, _
 func _ConcurrencyLimiter_Release_Call(_ctx context.Context, _ref proxy.Ref, _in *ReleaseRequest, _opts []proxy.CallOption) (*ReleaseReply, error) {
 	_out := new(ReleaseReply)
 	if _err := _ref.Invoke(_ctx, ConcurrencyLimiter_Release_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _ConcurrencyLimiter_Renew_Call is ConcurrencyLimiterRef.Renew's body, with names no import can hide.
+func _ConcurrencyLimiter_Renew_Call(_ctx context.Context, _ref proxy.Ref, _in *RenewRequest, _opts []proxy.CallOption) (*RenewReply, error) {
+	_out := new(RenewReply)
+	if _err := _ref.Invoke(_ctx, ConcurrencyLimiter_Renew_Method, _in, _out, _opts...); _err != nil {
 		return nil, _err
 	}
 	return _out, nil
@@ -342,6 +367,15 @@ func _ConcurrencyLimiter_Release_Invoke(_ctx context.Context, _grain any, _req p
 	_out, _err := _grain.(ConcurrencyLimiterGrain).Release(_ctx, _req.(*ReleaseRequest))
 	if _out == nil {
 		// A nil *ReleaseReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _ConcurrencyLimiter_Renew_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(ConcurrencyLimiterGrain).Renew(_ctx, _req.(*RenewRequest))
+	if _out == nil {
+		// A nil *RenewReply would make a non-nil proto.Message.
 		return nil, _err
 	}
 	return _out, _err

@@ -28,6 +28,10 @@ func (m *ConcurrencyOptions) AppendGranaryWire(b []byte) ([]byte, error) {
 	if x := uint64(m.QueueOrder); x != 0 {
 		b = wirecodec.AppendVarint(append(b, 0x18), x)
 	}
+	// lease_ttl_nanos = 4
+	if x := uint64(m.LeaseTtlNanos); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x20), x)
+	}
 	return append(b, m.unknownFields...), nil
 }
 
@@ -71,6 +75,13 @@ func (m *ConcurrencyOptions) mergeGranaryWire(b []byte, depth int) error {
 			}
 			b = b[n:]
 			m.QueueOrder = QueueOrder(x)
+		case 0x20: // lease_ttl_nanos
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.LeaseTtlNanos = int64(x)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
@@ -622,6 +633,10 @@ func (m *LeaseMetadata) AppendGranaryWire(b []byte) ([]byte, error) {
 	if m.ReleaseOptional {
 		b = append(b, 0x28, 1)
 	}
+	// ttl_nanos = 6
+	if x := uint64(m.TtlNanos); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x30), x)
+	}
 	return append(b, m.unknownFields...), nil
 }
 
@@ -698,6 +713,13 @@ func (m *LeaseMetadata) mergeGranaryWire(b []byte, depth int) error {
 			}
 			b = b[n:]
 			m.ReleaseOptional = x != 0
+		case 0x30: // ttl_nanos
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.TtlNanos = int64(x)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
@@ -1891,6 +1913,10 @@ func (m *LeaseRecord) AppendGranaryWire(b []byte) ([]byte, error) {
 	if x := uint64(m.Permits); x != 0 {
 		b = wirecodec.AppendVarint(append(b, 0x10), x)
 	}
+	// expires_at_unix_nanos = 3
+	if x := uint64(m.ExpiresAtUnixNanos); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x18), x)
+	}
 	return append(b, m.unknownFields...), nil
 }
 
@@ -1927,6 +1953,13 @@ func (m *LeaseRecord) mergeGranaryWire(b []byte, depth int) error {
 			}
 			b = b[n:]
 			m.Permits = int64(x)
+		case 0x18: // expires_at_unix_nanos
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.ExpiresAtUnixNanos = int64(x)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
@@ -1939,6 +1972,188 @@ func (m *LeaseRecord) mergeGranaryWire(b []byte, depth int) error {
 	return nil
 invalid:
 	return wirecodec.InvalidError("granary.ratelimit.LeaseRecord")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *RenewRequest) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// lease_ids = 1
+	if len(m.LeaseIds) > 0 {
+		b = append(b, 0x0a, 0)
+		start := len(b)
+		for _, e := range m.LeaseIds {
+			b = wirecodec.AppendVarint(b, e)
+		}
+		if n := len(b) - start; n < 0x80 {
+			b[start-1] = byte(n)
+		} else {
+			extra := protowire.SizeVarint(uint64(n)) - 1
+			b = append(b, make([]byte, extra)...)
+			copy(b[start+extra:], b[start:start+n])
+			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
+		}
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *RenewRequest) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *RenewRequest) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.ratelimit.RenewRequest")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // lease_ids
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.LeaseIds = append(m.LeaseIds, x)
+		case 0xa: // lease_ids, packed
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			count := 0
+			for _, c := range v {
+				if c < 0x80 {
+					count++
+				}
+			}
+			m.LeaseIds = slices.Grow(m.LeaseIds, count)
+			for len(v) > 0 {
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
+				}
+				v = v[n:]
+				m.LeaseIds = append(m.LeaseIds, x)
+			}
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.ratelimit.RenewRequest")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *RenewReply) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// unknown = 1
+	if len(m.Unknown) > 0 {
+		b = append(b, 0x0a, 0)
+		start := len(b)
+		for _, e := range m.Unknown {
+			b = wirecodec.AppendVarint(b, e)
+		}
+		if n := len(b) - start; n < 0x80 {
+			b[start-1] = byte(n)
+		} else {
+			extra := protowire.SizeVarint(uint64(n)) - 1
+			b = append(b, make([]byte, extra)...)
+			copy(b[start+extra:], b[start:start+n])
+			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
+		}
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *RenewReply) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *RenewReply) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.ratelimit.RenewReply")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // unknown
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Unknown = append(m.Unknown, x)
+		case 0xa: // unknown, packed
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			count := 0
+			for _, c := range v {
+				if c < 0x80 {
+					count++
+				}
+			}
+			m.Unknown = slices.Grow(m.Unknown, count)
+			for len(v) > 0 {
+				x, n := wirecodec.ConsumeVarint(v)
+				if n < 0 {
+					goto invalid
+				}
+				v = v[n:]
+				m.Unknown = append(m.Unknown, x)
+			}
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.ratelimit.RenewReply")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal

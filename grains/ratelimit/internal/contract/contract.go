@@ -55,7 +55,7 @@ func orderFromWire(o pb.QueueOrder) limiter.QueueOrder {
 
 // ConcurrencyToWire encodes concurrency options.
 func ConcurrencyToWire(o limiter.ConcurrencyOptions) *pb.ConcurrencyOptions {
-	return &pb.ConcurrencyOptions{PermitLimit: o.PermitLimit, QueueLimit: o.QueueLimit, QueueOrder: orderToWire(o.QueueOrder)}
+	return &pb.ConcurrencyOptions{PermitLimit: o.PermitLimit, QueueLimit: o.QueueLimit, QueueOrder: orderToWire(o.QueueOrder), LeaseTtlNanos: int64(o.LeaseTTL)}
 }
 
 // ConcurrencyFromWire decodes concurrency options; ok is false for nil.
@@ -63,7 +63,7 @@ func ConcurrencyFromWire(p *pb.ConcurrencyOptions) (o limiter.ConcurrencyOptions
 	if p == nil {
 		return o, false
 	}
-	return limiter.ConcurrencyOptions{PermitLimit: p.PermitLimit, QueueLimit: p.QueueLimit, QueueOrder: orderFromWire(p.QueueOrder)}, true
+	return limiter.ConcurrencyOptions{PermitLimit: p.PermitLimit, QueueLimit: p.QueueLimit, QueueOrder: orderFromWire(p.QueueOrder), LeaseTTL: time.Duration(p.LeaseTtlNanos)}, true
 }
 
 // FixedWindowToWire encodes fixed-window options.

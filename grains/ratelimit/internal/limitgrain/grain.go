@@ -90,9 +90,15 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	refunds map[uint64]refundRecord
 	pruneAt int
 
-	// leases are the concurrency leases not yet released: lease id ->
-	// permits. Time-based grains keep nothing per lease.
-	leases map[uint64]int64
+	// leases are the concurrency leases not yet released or expired, by
+	// lease id. Time-based grains keep nothing per lease.
+	leases map[uint64]heldLease
+	ttl    time.Duration // a concurrency lease's time to live
+	// expiry is the one timer armed for the earliest lease expiry, at
+	// expiryAt; nil while no lease is held.
+	expiry   timer
+	expiryAt time.Time
+	onExpiry func()
 
 	queued      int        // calls waiting in the limiter's queue
 	held        []*call[O] // calls waiting behind a configuration change, in arrival order
@@ -171,8 +177,13 @@ func (g *grain[O, P, R]) install(o O, c core, now time.Time) {
 	g.refunds = nil
 	c.SetCompletionHandler(g.onCompleted)
 	g.leases = nil
+	if g.expiry != nil {
+		g.expiry.Stop()
+		g.expiry = nil
+	}
 	if g.releaser != nil {
-		g.leases = make(map[uint64]int64)
+		g.leases = make(map[uint64]heldLease)
+		g.ttl = g.alg.ttl(o)
 	}
 	g.rearm(now)
 }
@@ -282,13 +293,13 @@ func (g *grain[O, P, R]) enqueued(c *call[O], w *limiter.Waiter) {
 // Release returns a concurrency lease's permits; time-based grains keep
 // nothing to release.
 func (g *grain[O, P, R]) Release(_ context.Context, in *pb.ReleaseRequest) (*pb.ReleaseReply, error) {
-	n, ok := g.leases[in.LeaseId]
+	held, ok := g.leases[in.LeaseId]
 	if !ok {
 		return &pb.ReleaseReply{}, nil
 	}
 	delete(g.leases, in.LeaseId)
 	now := g.act.Now()
-	if err := g.releaser.Release(now, n); err != nil {
+	if err := g.releaser.Release(now, held.permits); err != nil {
 		return nil, err
 	}
 	g.act.MarkDirty()
@@ -540,8 +551,9 @@ func (g *grain[O, P, R]) leaseReply(l limiter.Lease, refundable bool) *pb.LeaseM
 	g.counters.granted.Add(1)
 	md := &pb.LeaseMetadata{Acquired: true, LeaseId: g.newLeaseID()}
 	if g.releaser != nil && l.Permits() > 0 {
-		g.leases[md.LeaseId] = l.Permits()
+		g.holdLease(md.LeaseId, l.Permits(), g.act.Now().Add(g.ttl))
 		md.GrainId = g.wireID // where the release must go
+		md.TtlNanos = int64(g.ttl)
 	} else {
 		md.ReleaseOptional = true
 		if refundable && g.refunder != nil && l.Permits() > 0 {

@@ -19,6 +19,9 @@ type algorithm[O comparable, P proto.Message] struct {
 	newWire  func() P
 	newCore  func(O, time.Time) (core, error)
 	limit    func(O) int64
+	// ttl is a concurrency lease's time to live under o (0 for the
+	// time-based algorithms, which keep no leases).
+	ttl func(O) time.Duration
 	// restored applies the algorithm's restore rule to a snapshot taken at
 	// updatedAt, for a limiter with options o activated at now.
 	restored func(o O, saved limiter.State, updatedAt, now time.Time) limiter.State
@@ -40,6 +43,7 @@ var concurrency = &algorithm[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions]
 		return asCore(limiter.NewConcurrency(o, now))
 	},
 	limit:    func(o limiter.ConcurrencyOptions) int64 { return o.PermitLimit },
+	ttl:      limiter.ConcurrencyOptions.TTL,
 	restored: restoreConcurrency,
 }
 

@@ -42,8 +42,8 @@ func (g *grain[O, P, R]) SaveState() ([]byte, error) {
 	}
 	if len(g.leases) > 0 {
 		s.Leases = make([]*pb.LeaseRecord, 0, len(g.leases))
-		for id, n := range g.leases {
-			s.Leases = append(s.Leases, &pb.LeaseRecord{LeaseId: id, Permits: n})
+		for id, l := range g.leases {
+			s.Leases = append(s.Leases, &pb.LeaseRecord{LeaseId: id, Permits: l.permits, ExpiresAtUnixNanos: unixNanos(l.expires)})
 		}
 		slices.SortFunc(s.Leases, func(a, b *pb.LeaseRecord) int { return compare(a.LeaseId, b.LeaseId) })
 	}
@@ -112,10 +112,14 @@ func (g *grain[O, P, R]) restore(now time.Time) {
 		// long as they fit the limit.
 		held := int64(0)
 		for _, l := range s.Leases {
-			if l.LeaseId == 0 || l.Permits <= 0 || l.Permits > limit-held {
+			expires := fromUnixNanos(l.ExpiresAtUnixNanos)
+			if expires.IsZero() { // stored before leases expired
+				expires = now.Add(g.ttl)
+			}
+			if l.LeaseId == 0 || l.Permits <= 0 || l.Permits > limit-held || !expires.After(now) {
 				continue
 			}
-			g.leases[l.LeaseId] = l.Permits
+			g.holdLease(l.LeaseId, l.Permits, expires)
 			held += l.Permits
 		}
 		saved.AvailablePermits = limit - held

@@ -138,7 +138,7 @@ func TestConcurrencyLeasesAreTakenAgainUnderTheirIDs(t *testing.T) {
 	g := newConcurrency(f, o)
 	a := acquire(f, g, 2).lease(t)
 	b := acquire(f, g, 1).lease(t)
-	g = reactivate(t, f, g, concurrency, o, time.Hour)
+	g = reactivate(t, f, g, concurrency, o, time.Second) // within the leases' time to live
 	st := stats(t, g)
 	assert.EqualValues(t, 2, st.AvailablePermits)
 	assert.EqualValues(t, 2, st.ActiveLeases)

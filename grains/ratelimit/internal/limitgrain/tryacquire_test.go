@@ -31,7 +31,7 @@ func TestTryAcquireNeverQueuesNorArmsATimer(t *testing.T) {
 	assert.False(t, rejected.Acquired, "an attempt does not queue although the queue has room")
 	assert.Empty(t, rejected.Metadata, "an attempt's concurrency rejection carries no reason phrase")
 	assert.Empty(t, f.deferred)
-	assert.Zero(t, f.timersArmed)
+	assert.Equal(t, 1, f.timersArmed, "only the leases' one expiry timer")
 	st := stats(t, g)
 	assert.Zero(t, st.QueuedPermits)
 	assert.EqualValues(t, 1, st.TotalFailedLeases)

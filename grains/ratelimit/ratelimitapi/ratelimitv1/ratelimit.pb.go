@@ -688,7 +688,10 @@ type AcquireResponse struct {
 	// hint.
 	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	// Every metadata entry of the lease (RETRY_AFTER, REASON_PHRASE).
-	Metadata      map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// How long a concurrency lease lives without Renew; absent for leases
+	// that need no release.
+	LeaseTtl      *durationpb.Duration `protobuf:"bytes,7,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -761,6 +764,13 @@ func (x *AcquireResponse) GetRetryAfter() *durationpb.Duration {
 func (x *AcquireResponse) GetMetadata() map[string]string {
 	if x != nil {
 		return x.Metadata
+	}
+	return nil
+}
+
+func (x *AcquireResponse) GetLeaseTtl() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseTtl
 	}
 	return nil
 }
@@ -1498,6 +1508,234 @@ func (x *TryReplenishResponse) GetReplenished() bool {
 	return false
 }
 
+// RenewRequest renews concurrency leases of one limiter.
+type RenewRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Algorithm     Algorithm              `protobuf:"varint,1,opt,name=algorithm,proto3,enum=granary.ratelimit.v1.Algorithm" json:"algorithm,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	LeaseIds      []uint64               `protobuf:"varint,3,rep,packed,name=lease_ids,json=leaseIds,proto3" json:"lease_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_granary_ratelimit_v1_ratelimit_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_granary_ratelimit_v1_ratelimit_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_granary_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RenewRequest) GetAlgorithm() Algorithm {
+	if x != nil {
+		return x.Algorithm
+	}
+	return Algorithm_ALGORITHM_UNSPECIFIED
+}
+
+func (x *RenewRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RenewRequest) GetLeaseIds() []uint64 {
+	if x != nil {
+		return x.LeaseIds
+	}
+	return nil
+}
+
+// RenewResponse names the leases the limiter does not hold (released,
+// expired, or forgotten by a reset): renewing them again is useless.
+type RenewResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unknown       []uint64               `protobuf:"varint,1,rep,packed,name=unknown,proto3" json:"unknown,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_granary_ratelimit_v1_ratelimit_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_granary_ratelimit_v1_ratelimit_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_granary_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RenewResponse) GetUnknown() []uint64 {
+	if x != nil {
+		return x.Unknown
+	}
+	return nil
+}
+
+// AcquireManyRequest is a decision over several limits.
+type AcquireManyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The acquisitions, each as an AcquireRequest; at most 64.
+	Acquisitions []*AcquireRequest `protobuf:"bytes,1,rep,name=acquisitions,proto3" json:"acquisitions,omitempty"`
+	// attempt makes every acquisition a TryAcquire: none waits in a queue.
+	Attempt       bool `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireManyRequest) Reset() {
+	*x = AcquireManyRequest{}
+	mi := &file_granary_ratelimit_v1_ratelimit_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireManyRequest) ProtoMessage() {}
+
+func (x *AcquireManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_granary_ratelimit_v1_ratelimit_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireManyRequest.ProtoReflect.Descriptor instead.
+func (*AcquireManyRequest) Descriptor() ([]byte, []int) {
+	return file_granary_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AcquireManyRequest) GetAcquisitions() []*AcquireRequest {
+	if x != nil {
+		return x.Acquisitions
+	}
+	return nil
+}
+
+func (x *AcquireManyRequest) GetAttempt() bool {
+	if x != nil {
+		return x.Attempt
+	}
+	return false
+}
+
+// AcquireManyResponse is the decision.
+type AcquireManyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when every acquisition was granted; the leases are then held
+	// (concurrency leases until released).
+	Acquired bool `protobuf:"varint,1,opt,name=acquired,proto3" json:"acquired,omitempty"`
+	// The limiters' answers, in the order of the acquisitions.
+	Leases []*AcquireResponse `protobuf:"bytes,2,rep,name=leases,proto3" json:"leases,omitempty"`
+	// The indexes of the leases that were granted and, the decision having
+	// failed, given back.
+	GivenBack     []int32 `protobuf:"varint,3,rep,packed,name=given_back,json=givenBack,proto3" json:"given_back,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireManyResponse) Reset() {
+	*x = AcquireManyResponse{}
+	mi := &file_granary_ratelimit_v1_ratelimit_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireManyResponse) ProtoMessage() {}
+
+func (x *AcquireManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_granary_ratelimit_v1_ratelimit_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireManyResponse.ProtoReflect.Descriptor instead.
+func (*AcquireManyResponse) Descriptor() ([]byte, []int) {
+	return file_granary_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AcquireManyResponse) GetAcquired() bool {
+	if x != nil {
+		return x.Acquired
+	}
+	return false
+}
+
+func (x *AcquireManyResponse) GetLeases() []*AcquireResponse {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+func (x *AcquireManyResponse) GetGivenBack() []int32 {
+	if x != nil {
+		return x.GivenBack
+	}
+	return nil
+}
+
 var File_granary_ratelimit_v1_ratelimit_proto protoreflect.FileDescriptor
 
 const file_granary_ratelimit_v1_ratelimit_proto_rawDesc = "" +
@@ -1549,7 +1787,7 @@ const file_granary_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x06config\x18\x04 \x01(\tR\x06config\x127\n" +
 	"\aoptions\x18\x05 \x01(\v2\x1d.granary.ratelimit.v1.OptionsR\aoptionsB\n" +
 	"\n" +
-	"\b_permits\"\xd5\x02\n" +
+	"\b_permits\"\x8d\x03\n" +
 	"\x0fAcquireResponse\x12\x1a\n" +
 	"\bacquired\x18\x01 \x01(\bR\bacquired\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\x04R\aleaseId\x12)\n" +
@@ -1557,7 +1795,8 @@ const file_granary_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12:\n" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12O\n" +
-	"\bmetadata\x18\x06 \x03(\v23.granary.ratelimit.v1.AcquireResponse.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x06 \x03(\v23.granary.ratelimit.v1.AcquireResponse.MetadataEntryR\bmetadata\x126\n" +
+	"\tlease_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"|\n" +
@@ -1600,7 +1839,21 @@ const file_granary_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x1f.granary.ratelimit.v1.AlgorithmR\talgorithm\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"8\n" +
 	"\x14TryReplenishResponse\x12 \n" +
-	"\vreplenished\x18\x01 \x01(\bR\vreplenished*\x97\x01\n" +
+	"\vreplenished\x18\x01 \x01(\bR\vreplenished\"|\n" +
+	"\fRenewRequest\x12=\n" +
+	"\talgorithm\x18\x01 \x01(\x0e2\x1f.granary.ratelimit.v1.AlgorithmR\talgorithm\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
+	"\tlease_ids\x18\x03 \x03(\x04R\bleaseIds\")\n" +
+	"\rRenewResponse\x12\x18\n" +
+	"\aunknown\x18\x01 \x03(\x04R\aunknown\"x\n" +
+	"\x12AcquireManyRequest\x12H\n" +
+	"\facquisitions\x18\x01 \x03(\v2$.granary.ratelimit.v1.AcquireRequestR\facquisitions\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\bR\aattempt\"\x8f\x01\n" +
+	"\x13AcquireManyResponse\x12\x1a\n" +
+	"\bacquired\x18\x01 \x01(\bR\bacquired\x12=\n" +
+	"\x06leases\x18\x02 \x03(\v2%.granary.ratelimit.v1.AcquireResponseR\x06leases\x12\x1d\n" +
+	"\n" +
+	"given_back\x18\x03 \x03(\x05R\tgivenBack*\x97\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ALGORITHM_CONCURRENCY\x10\x01\x12\x1a\n" +
@@ -1610,7 +1863,7 @@ const file_granary_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\n" +
 	"QueueOrder\x12\x1c\n" +
 	"\x18QUEUE_ORDER_OLDEST_FIRST\x10\x00\x12\x1c\n" +
-	"\x18QUEUE_ORDER_NEWEST_FIRST\x10\x012\xec\x06\n" +
+	"\x18QUEUE_ORDER_NEWEST_FIRST\x10\x012\xa2\b\n" +
 	"\x10RateLimitService\x12V\n" +
 	"\aAcquire\x12$.granary.ratelimit.v1.AcquireRequest\x1a%.granary.ratelimit.v1.AcquireResponse\x12V\n" +
 	"\aRelease\x12$.granary.ratelimit.v1.ReleaseRequest\x1a%.granary.ratelimit.v1.ReleaseResponse\x12_\n" +
@@ -1622,7 +1875,9 @@ const file_granary_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\vDeleteState\x12(.granary.ratelimit.v1.DeleteStateRequest\x1a).granary.ratelimit.v1.DeleteStateResponse\x12e\n" +
 	"\fTryReplenish\x12).granary.ratelimit.v1.TryReplenishRequest\x1a*.granary.ratelimit.v1.TryReplenishResponse\x12Y\n" +
 	"\n" +
-	"TryAcquire\x12$.granary.ratelimit.v1.AcquireRequest\x1a%.granary.ratelimit.v1.AcquireResponseBUZSgithub.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1;ratelimitv1b\x06proto3"
+	"TryAcquire\x12$.granary.ratelimit.v1.AcquireRequest\x1a%.granary.ratelimit.v1.AcquireResponse\x12b\n" +
+	"\vAcquireMany\x12(.granary.ratelimit.v1.AcquireManyRequest\x1a).granary.ratelimit.v1.AcquireManyResponse\x12P\n" +
+	"\x05Renew\x12\".granary.ratelimit.v1.RenewRequest\x1a#.granary.ratelimit.v1.RenewResponseBUZSgithub.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1;ratelimitv1b\x06proto3"
 
 var (
 	file_granary_ratelimit_v1_ratelimit_proto_rawDescOnce sync.Once
@@ -1637,7 +1892,7 @@ func file_granary_ratelimit_v1_ratelimit_proto_rawDescGZIP() []byte {
 }
 
 var file_granary_ratelimit_v1_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_granary_ratelimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_granary_ratelimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_granary_ratelimit_v1_ratelimit_proto_goTypes = []any{
 	(Algorithm)(0),                   // 0: granary.ratelimit.v1.Algorithm
 	(QueueOrder)(0),                  // 1: granary.ratelimit.v1.QueueOrder
@@ -1662,57 +1917,69 @@ var file_granary_ratelimit_v1_ratelimit_proto_goTypes = []any{
 	(*DeleteStateResponse)(nil),      // 20: granary.ratelimit.v1.DeleteStateResponse
 	(*TryReplenishRequest)(nil),      // 21: granary.ratelimit.v1.TryReplenishRequest
 	(*TryReplenishResponse)(nil),     // 22: granary.ratelimit.v1.TryReplenishResponse
-	nil,                              // 23: granary.ratelimit.v1.AcquireResponse.MetadataEntry
-	(*durationpb.Duration)(nil),      // 24: google.protobuf.Duration
+	(*RenewRequest)(nil),             // 23: granary.ratelimit.v1.RenewRequest
+	(*RenewResponse)(nil),            // 24: granary.ratelimit.v1.RenewResponse
+	(*AcquireManyRequest)(nil),       // 25: granary.ratelimit.v1.AcquireManyRequest
+	(*AcquireManyResponse)(nil),      // 26: granary.ratelimit.v1.AcquireManyResponse
+	nil,                              // 27: granary.ratelimit.v1.AcquireResponse.MetadataEntry
+	(*durationpb.Duration)(nil),      // 28: google.protobuf.Duration
 }
 var file_granary_ratelimit_v1_ratelimit_proto_depIdxs = []int32{
 	1,  // 0: granary.ratelimit.v1.ConcurrencyOptions.queue_order:type_name -> granary.ratelimit.v1.QueueOrder
 	1,  // 1: granary.ratelimit.v1.FixedWindowOptions.queue_order:type_name -> granary.ratelimit.v1.QueueOrder
-	24, // 2: granary.ratelimit.v1.FixedWindowOptions.window:type_name -> google.protobuf.Duration
+	28, // 2: granary.ratelimit.v1.FixedWindowOptions.window:type_name -> google.protobuf.Duration
 	1,  // 3: granary.ratelimit.v1.SlidingWindowOptions.queue_order:type_name -> granary.ratelimit.v1.QueueOrder
-	24, // 4: granary.ratelimit.v1.SlidingWindowOptions.window:type_name -> google.protobuf.Duration
+	28, // 4: granary.ratelimit.v1.SlidingWindowOptions.window:type_name -> google.protobuf.Duration
 	1,  // 5: granary.ratelimit.v1.TokenBucketOptions.queue_order:type_name -> granary.ratelimit.v1.QueueOrder
-	24, // 6: granary.ratelimit.v1.TokenBucketOptions.replenishment_period:type_name -> google.protobuf.Duration
+	28, // 6: granary.ratelimit.v1.TokenBucketOptions.replenishment_period:type_name -> google.protobuf.Duration
 	2,  // 7: granary.ratelimit.v1.Options.concurrency:type_name -> granary.ratelimit.v1.ConcurrencyOptions
 	3,  // 8: granary.ratelimit.v1.Options.fixed_window:type_name -> granary.ratelimit.v1.FixedWindowOptions
 	4,  // 9: granary.ratelimit.v1.Options.sliding_window:type_name -> granary.ratelimit.v1.SlidingWindowOptions
 	5,  // 10: granary.ratelimit.v1.Options.token_bucket:type_name -> granary.ratelimit.v1.TokenBucketOptions
 	0,  // 11: granary.ratelimit.v1.AcquireRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
 	6,  // 12: granary.ratelimit.v1.AcquireRequest.options:type_name -> granary.ratelimit.v1.Options
-	24, // 13: granary.ratelimit.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
-	23, // 14: granary.ratelimit.v1.AcquireResponse.metadata:type_name -> granary.ratelimit.v1.AcquireResponse.MetadataEntry
-	0,  // 15: granary.ratelimit.v1.ReleaseRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
-	0,  // 16: granary.ratelimit.v1.StatisticsRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
-	0,  // 17: granary.ratelimit.v1.ConfigureRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
-	6,  // 18: granary.ratelimit.v1.ConfigureRequest.options:type_name -> granary.ratelimit.v1.Options
-	0,  // 19: granary.ratelimit.v1.GetConfigurationRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
-	6,  // 20: granary.ratelimit.v1.GetConfigurationResponse.options:type_name -> granary.ratelimit.v1.Options
-	0,  // 21: granary.ratelimit.v1.ResetRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
-	0,  // 22: granary.ratelimit.v1.DeleteStateRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
-	0,  // 23: granary.ratelimit.v1.TryReplenishRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
-	7,  // 24: granary.ratelimit.v1.RateLimitService.Acquire:input_type -> granary.ratelimit.v1.AcquireRequest
-	9,  // 25: granary.ratelimit.v1.RateLimitService.Release:input_type -> granary.ratelimit.v1.ReleaseRequest
-	11, // 26: granary.ratelimit.v1.RateLimitService.Statistics:input_type -> granary.ratelimit.v1.StatisticsRequest
-	13, // 27: granary.ratelimit.v1.RateLimitService.Configure:input_type -> granary.ratelimit.v1.ConfigureRequest
-	15, // 28: granary.ratelimit.v1.RateLimitService.GetConfiguration:input_type -> granary.ratelimit.v1.GetConfigurationRequest
-	17, // 29: granary.ratelimit.v1.RateLimitService.Reset:input_type -> granary.ratelimit.v1.ResetRequest
-	19, // 30: granary.ratelimit.v1.RateLimitService.DeleteState:input_type -> granary.ratelimit.v1.DeleteStateRequest
-	21, // 31: granary.ratelimit.v1.RateLimitService.TryReplenish:input_type -> granary.ratelimit.v1.TryReplenishRequest
-	7,  // 32: granary.ratelimit.v1.RateLimitService.TryAcquire:input_type -> granary.ratelimit.v1.AcquireRequest
-	8,  // 33: granary.ratelimit.v1.RateLimitService.Acquire:output_type -> granary.ratelimit.v1.AcquireResponse
-	10, // 34: granary.ratelimit.v1.RateLimitService.Release:output_type -> granary.ratelimit.v1.ReleaseResponse
-	12, // 35: granary.ratelimit.v1.RateLimitService.Statistics:output_type -> granary.ratelimit.v1.StatisticsResponse
-	14, // 36: granary.ratelimit.v1.RateLimitService.Configure:output_type -> granary.ratelimit.v1.ConfigureResponse
-	16, // 37: granary.ratelimit.v1.RateLimitService.GetConfiguration:output_type -> granary.ratelimit.v1.GetConfigurationResponse
-	18, // 38: granary.ratelimit.v1.RateLimitService.Reset:output_type -> granary.ratelimit.v1.ResetResponse
-	20, // 39: granary.ratelimit.v1.RateLimitService.DeleteState:output_type -> granary.ratelimit.v1.DeleteStateResponse
-	22, // 40: granary.ratelimit.v1.RateLimitService.TryReplenish:output_type -> granary.ratelimit.v1.TryReplenishResponse
-	8,  // 41: granary.ratelimit.v1.RateLimitService.TryAcquire:output_type -> granary.ratelimit.v1.AcquireResponse
-	33, // [33:42] is the sub-list for method output_type
-	24, // [24:33] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	28, // 13: granary.ratelimit.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
+	27, // 14: granary.ratelimit.v1.AcquireResponse.metadata:type_name -> granary.ratelimit.v1.AcquireResponse.MetadataEntry
+	28, // 15: granary.ratelimit.v1.AcquireResponse.lease_ttl:type_name -> google.protobuf.Duration
+	0,  // 16: granary.ratelimit.v1.ReleaseRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
+	0,  // 17: granary.ratelimit.v1.StatisticsRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
+	0,  // 18: granary.ratelimit.v1.ConfigureRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
+	6,  // 19: granary.ratelimit.v1.ConfigureRequest.options:type_name -> granary.ratelimit.v1.Options
+	0,  // 20: granary.ratelimit.v1.GetConfigurationRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
+	6,  // 21: granary.ratelimit.v1.GetConfigurationResponse.options:type_name -> granary.ratelimit.v1.Options
+	0,  // 22: granary.ratelimit.v1.ResetRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
+	0,  // 23: granary.ratelimit.v1.DeleteStateRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
+	0,  // 24: granary.ratelimit.v1.TryReplenishRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
+	0,  // 25: granary.ratelimit.v1.RenewRequest.algorithm:type_name -> granary.ratelimit.v1.Algorithm
+	7,  // 26: granary.ratelimit.v1.AcquireManyRequest.acquisitions:type_name -> granary.ratelimit.v1.AcquireRequest
+	8,  // 27: granary.ratelimit.v1.AcquireManyResponse.leases:type_name -> granary.ratelimit.v1.AcquireResponse
+	7,  // 28: granary.ratelimit.v1.RateLimitService.Acquire:input_type -> granary.ratelimit.v1.AcquireRequest
+	9,  // 29: granary.ratelimit.v1.RateLimitService.Release:input_type -> granary.ratelimit.v1.ReleaseRequest
+	11, // 30: granary.ratelimit.v1.RateLimitService.Statistics:input_type -> granary.ratelimit.v1.StatisticsRequest
+	13, // 31: granary.ratelimit.v1.RateLimitService.Configure:input_type -> granary.ratelimit.v1.ConfigureRequest
+	15, // 32: granary.ratelimit.v1.RateLimitService.GetConfiguration:input_type -> granary.ratelimit.v1.GetConfigurationRequest
+	17, // 33: granary.ratelimit.v1.RateLimitService.Reset:input_type -> granary.ratelimit.v1.ResetRequest
+	19, // 34: granary.ratelimit.v1.RateLimitService.DeleteState:input_type -> granary.ratelimit.v1.DeleteStateRequest
+	21, // 35: granary.ratelimit.v1.RateLimitService.TryReplenish:input_type -> granary.ratelimit.v1.TryReplenishRequest
+	7,  // 36: granary.ratelimit.v1.RateLimitService.TryAcquire:input_type -> granary.ratelimit.v1.AcquireRequest
+	25, // 37: granary.ratelimit.v1.RateLimitService.AcquireMany:input_type -> granary.ratelimit.v1.AcquireManyRequest
+	23, // 38: granary.ratelimit.v1.RateLimitService.Renew:input_type -> granary.ratelimit.v1.RenewRequest
+	8,  // 39: granary.ratelimit.v1.RateLimitService.Acquire:output_type -> granary.ratelimit.v1.AcquireResponse
+	10, // 40: granary.ratelimit.v1.RateLimitService.Release:output_type -> granary.ratelimit.v1.ReleaseResponse
+	12, // 41: granary.ratelimit.v1.RateLimitService.Statistics:output_type -> granary.ratelimit.v1.StatisticsResponse
+	14, // 42: granary.ratelimit.v1.RateLimitService.Configure:output_type -> granary.ratelimit.v1.ConfigureResponse
+	16, // 43: granary.ratelimit.v1.RateLimitService.GetConfiguration:output_type -> granary.ratelimit.v1.GetConfigurationResponse
+	18, // 44: granary.ratelimit.v1.RateLimitService.Reset:output_type -> granary.ratelimit.v1.ResetResponse
+	20, // 45: granary.ratelimit.v1.RateLimitService.DeleteState:output_type -> granary.ratelimit.v1.DeleteStateResponse
+	22, // 46: granary.ratelimit.v1.RateLimitService.TryReplenish:output_type -> granary.ratelimit.v1.TryReplenishResponse
+	8,  // 47: granary.ratelimit.v1.RateLimitService.TryAcquire:output_type -> granary.ratelimit.v1.AcquireResponse
+	26, // 48: granary.ratelimit.v1.RateLimitService.AcquireMany:output_type -> granary.ratelimit.v1.AcquireManyResponse
+	24, // 49: granary.ratelimit.v1.RateLimitService.Renew:output_type -> granary.ratelimit.v1.RenewResponse
+	39, // [39:50] is the sub-list for method output_type
+	28, // [28:39] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_granary_ratelimit_v1_ratelimit_proto_init() }
@@ -1733,7 +2000,7 @@ func file_granary_ratelimit_v1_ratelimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_granary_ratelimit_v1_ratelimit_proto_rawDesc), len(file_granary_ratelimit_v1_ratelimit_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

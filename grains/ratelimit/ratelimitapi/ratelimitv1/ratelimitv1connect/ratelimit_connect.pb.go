@@ -75,6 +75,11 @@ const (
 	// RateLimitServiceTryAcquireProcedure is the fully-qualified name of the RateLimitService's
 	// TryAcquire RPC.
 	RateLimitServiceTryAcquireProcedure = "/granary.ratelimit.v1.RateLimitService/TryAcquire"
+	// RateLimitServiceAcquireManyProcedure is the fully-qualified name of the RateLimitService's
+	// AcquireMany RPC.
+	RateLimitServiceAcquireManyProcedure = "/granary.ratelimit.v1.RateLimitService/AcquireMany"
+	// RateLimitServiceRenewProcedure is the fully-qualified name of the RateLimitService's Renew RPC.
+	RateLimitServiceRenewProcedure = "/granary.ratelimit.v1.RateLimitService/Renew"
 )
 
 // RateLimitServiceClient is a client for the granary.ratelimit.v1.RateLimitService service.
@@ -100,6 +105,15 @@ type RateLimitServiceClient interface {
 	// response with acquired false and, for the time-based algorithms, a
 	// retry_after.
 	TryAcquire(context.Context, *connect.Request[ratelimitv1.AcquireRequest]) (*connect.Response[ratelimitv1.AcquireResponse], error)
+	// AcquireMany takes permits from several limiters as one decision, all
+	// or nothing: the acquisitions run at once, and when any refuses, what
+	// the others granted is given back (concurrency permits released,
+	// time-based permits refunded as far as the algorithm can).
+	AcquireMany(context.Context, *connect.Request[ratelimitv1.AcquireManyRequest]) (*connect.Response[ratelimitv1.AcquireManyResponse], error)
+	// Renew keeps concurrency leases alive: a lease not renewed within its
+	// time to live (lease_ttl of the response that granted it) expires, and
+	// its permits come back. Renew every third of it.
+	Renew(context.Context, *connect.Request[ratelimitv1.RenewRequest]) (*connect.Response[ratelimitv1.RenewResponse], error)
 }
 
 // NewRateLimitServiceClient constructs a client for the granary.ratelimit.v1.RateLimitService
@@ -167,6 +181,18 @@ func NewRateLimitServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(rateLimitServiceMethods.ByName("TryAcquire")),
 			connect.WithClientOptions(opts...),
 		),
+		acquireMany: connect.NewClient[ratelimitv1.AcquireManyRequest, ratelimitv1.AcquireManyResponse](
+			httpClient,
+			baseURL+RateLimitServiceAcquireManyProcedure,
+			connect.WithSchema(rateLimitServiceMethods.ByName("AcquireMany")),
+			connect.WithClientOptions(opts...),
+		),
+		renew: connect.NewClient[ratelimitv1.RenewRequest, ratelimitv1.RenewResponse](
+			httpClient,
+			baseURL+RateLimitServiceRenewProcedure,
+			connect.WithSchema(rateLimitServiceMethods.ByName("Renew")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -181,6 +207,8 @@ type rateLimitServiceClient struct {
 	deleteState      *connect.Client[ratelimitv1.DeleteStateRequest, ratelimitv1.DeleteStateResponse]
 	tryReplenish     *connect.Client[ratelimitv1.TryReplenishRequest, ratelimitv1.TryReplenishResponse]
 	tryAcquire       *connect.Client[ratelimitv1.AcquireRequest, ratelimitv1.AcquireResponse]
+	acquireMany      *connect.Client[ratelimitv1.AcquireManyRequest, ratelimitv1.AcquireManyResponse]
+	renew            *connect.Client[ratelimitv1.RenewRequest, ratelimitv1.RenewResponse]
 }
 
 // Acquire calls granary.ratelimit.v1.RateLimitService.Acquire.
@@ -228,6 +256,16 @@ func (c *rateLimitServiceClient) TryAcquire(ctx context.Context, req *connect.Re
 	return c.tryAcquire.CallUnary(ctx, req)
 }
 
+// AcquireMany calls granary.ratelimit.v1.RateLimitService.AcquireMany.
+func (c *rateLimitServiceClient) AcquireMany(ctx context.Context, req *connect.Request[ratelimitv1.AcquireManyRequest]) (*connect.Response[ratelimitv1.AcquireManyResponse], error) {
+	return c.acquireMany.CallUnary(ctx, req)
+}
+
+// Renew calls granary.ratelimit.v1.RateLimitService.Renew.
+func (c *rateLimitServiceClient) Renew(ctx context.Context, req *connect.Request[ratelimitv1.RenewRequest]) (*connect.Response[ratelimitv1.RenewResponse], error) {
+	return c.renew.CallUnary(ctx, req)
+}
+
 // RateLimitServiceHandler is an implementation of the granary.ratelimit.v1.RateLimitService
 // service.
 type RateLimitServiceHandler interface {
@@ -252,6 +290,15 @@ type RateLimitServiceHandler interface {
 	// response with acquired false and, for the time-based algorithms, a
 	// retry_after.
 	TryAcquire(context.Context, *connect.Request[ratelimitv1.AcquireRequest]) (*connect.Response[ratelimitv1.AcquireResponse], error)
+	// AcquireMany takes permits from several limiters as one decision, all
+	// or nothing: the acquisitions run at once, and when any refuses, what
+	// the others granted is given back (concurrency permits released,
+	// time-based permits refunded as far as the algorithm can).
+	AcquireMany(context.Context, *connect.Request[ratelimitv1.AcquireManyRequest]) (*connect.Response[ratelimitv1.AcquireManyResponse], error)
+	// Renew keeps concurrency leases alive: a lease not renewed within its
+	// time to live (lease_ttl of the response that granted it) expires, and
+	// its permits come back. Renew every third of it.
+	Renew(context.Context, *connect.Request[ratelimitv1.RenewRequest]) (*connect.Response[ratelimitv1.RenewResponse], error)
 }
 
 // NewRateLimitServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -315,6 +362,18 @@ func NewRateLimitServiceHandler(svc RateLimitServiceHandler, opts ...connect.Han
 		connect.WithSchema(rateLimitServiceMethods.ByName("TryAcquire")),
 		connect.WithHandlerOptions(opts...),
 	)
+	rateLimitServiceAcquireManyHandler := connect.NewUnaryHandler(
+		RateLimitServiceAcquireManyProcedure,
+		svc.AcquireMany,
+		connect.WithSchema(rateLimitServiceMethods.ByName("AcquireMany")),
+		connect.WithHandlerOptions(opts...),
+	)
+	rateLimitServiceRenewHandler := connect.NewUnaryHandler(
+		RateLimitServiceRenewProcedure,
+		svc.Renew,
+		connect.WithSchema(rateLimitServiceMethods.ByName("Renew")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/granary.ratelimit.v1.RateLimitService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RateLimitServiceAcquireProcedure:
@@ -335,6 +394,10 @@ func NewRateLimitServiceHandler(svc RateLimitServiceHandler, opts ...connect.Han
 			rateLimitServiceTryReplenishHandler.ServeHTTP(w, r)
 		case RateLimitServiceTryAcquireProcedure:
 			rateLimitServiceTryAcquireHandler.ServeHTTP(w, r)
+		case RateLimitServiceAcquireManyProcedure:
+			rateLimitServiceAcquireManyHandler.ServeHTTP(w, r)
+		case RateLimitServiceRenewProcedure:
+			rateLimitServiceRenewHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -378,4 +441,12 @@ func (UnimplementedRateLimitServiceHandler) TryReplenish(context.Context, *conne
 
 func (UnimplementedRateLimitServiceHandler) TryAcquire(context.Context, *connect.Request[ratelimitv1.AcquireRequest]) (*connect.Response[ratelimitv1.AcquireResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("granary.ratelimit.v1.RateLimitService.TryAcquire is not implemented"))
+}
+
+func (UnimplementedRateLimitServiceHandler) AcquireMany(context.Context, *connect.Request[ratelimitv1.AcquireManyRequest]) (*connect.Response[ratelimitv1.AcquireManyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("granary.ratelimit.v1.RateLimitService.AcquireMany is not implemented"))
+}
+
+func (UnimplementedRateLimitServiceHandler) Renew(context.Context, *connect.Request[ratelimitv1.RenewRequest]) (*connect.Response[ratelimitv1.RenewResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("granary.ratelimit.v1.RateLimitService.Renew is not implemented"))
 }
