@@ -122,6 +122,7 @@ type siloFlags struct {
 	stopTimeout   time.Duration
 	store         string
 	http          string
+	admin         string
 	shutdownDelay time.Duration
 
 	apiDisableChanges bool
@@ -146,7 +147,8 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&f.timings, "timings", "GRANARY_TIMINGS", "lan", "failure detection profile: lan, or fast (one machine, tests)")
 	s.durationVar(&f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
 	s.stringVar(&f.store, "store", storeEnv, "memory", "where grain state lives: memory, or redis://[[user]:password@]host:port/db[?prefix=granary:] (rediss:// for TLS)")
-	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /metrics, /debug/pprof/ (host:port; none: no HTTP port)")
+	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /metrics (host:port; none: no HTTP port)")
+	s.stringVar(&f.admin, "admin", "GRANARY_ADMIN", adminDefault, "where the operator's admin port listens: /debug/pprof/ and the rate-limit API with changes allowed (host:port, loopback or a private network; none: off)")
 	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", false, "the rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options; named configurations still work")
 	s.durationVar(&f.shutdownDelay, "shutdown-delay", "GRANARY_SHUTDOWN_DELAY", 0, "how long /readyz answers 503 after a stop signal before the HTTP port closes, for load balancers to notice")
 	return f
@@ -168,6 +170,9 @@ func (f *siloFlags) options() (silo.Options, error) {
 		bad("-shutdown-delay %v leaves nothing of -stop-timeout %v for the stop itself", f.shutdownDelay, f.stopTimeout)
 	}
 	if err := checkHTTPAddress(f.http); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkAddress("-admin", f.admin); err != nil {
 		errs = append(errs, err)
 	}
 	if err := checkStore(f.store); err != nil {
@@ -214,7 +219,11 @@ func (f *siloFlags) options() (silo.Options, error) {
 
 // checkHTTPAddress checks the -http value: none, or host:port with a
 // numeric port.
-func checkHTTPAddress(addr string) error {
+func checkHTTPAddress(addr string) error { return checkAddress("-http", addr) }
+
+// checkAddress checks the value of an address flag: none, or host:port
+// with a numeric port.
+func checkAddress(flag, addr string) error {
 	if addr == "none" {
 		return nil
 	}
@@ -223,7 +232,7 @@ func checkHTTPAddress(addr string) error {
 		_, err = strconv.ParseUint(port, 10, 16)
 	}
 	if err != nil {
-		return fmt.Errorf("-http %q: want host:port or none: %w", addr, err)
+		return fmt.Errorf("%s %q: want host:port or none: %w", flag, addr, err)
 	}
 	return nil
 }
