@@ -126,6 +126,7 @@ type siloFlags struct {
 	shutdownDelay time.Duration
 
 	apiDisableChanges bool
+	credentials       credentialFlags
 }
 
 // httpDefault is where the HTTP port listens by default.
@@ -150,6 +151,7 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /metrics (host:port; none: no HTTP port)")
 	s.stringVar(&f.admin, "admin", "GRANARY_ADMIN", adminDefault, "where the operator's admin port listens: /debug/pprof/ and the rate-limit API with changes allowed (host:port, loopback or a private network; none: off)")
 	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", true, "the public port's rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options (changes need the admin right: the admin port); false opens them to every caller")
+	defineCredentialFlags(s, &f.credentials)
 	s.durationVar(&f.shutdownDelay, "shutdown-delay", "GRANARY_SHUTDOWN_DELAY", 0, "how long /readyz answers 503 after a stop signal before the HTTP port closes, for load balancers to notice")
 	return f
 }
@@ -201,6 +203,9 @@ func (f *siloFlags) options() (silo.Options, error) {
 				o.Cluster.Seeds = append(o.Cluster.Seeds, seed)
 			}
 		}
+	}
+	if err := f.credentials.apply(&o); err != nil { // after the cluster's settings: links take the CA
+		errs = append(errs, err)
 	}
 	switch f.timings {
 	case "lan":
