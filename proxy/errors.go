@@ -18,16 +18,19 @@ import (
 // a *CallError (or a *TimeoutError), which matches these with errors.Is,
 // whether the grain is in the caller's process or on another silo.
 var (
-	ErrUnknownGrainType  = actor.ErrUnknownGrainType
-	ErrUnknownMethod     = actor.ErrUnknownMethod
-	ErrBadRequest        = errors.New("proxy: bad request")
-	ErrPanic             = actor.ErrPanic
-	ErrActivation        = actor.ErrActivation
-	ErrUnavailable       = actor.ErrUnavailable
-	ErrOverloaded        = errors.New("proxy: silo overloaded")
-	ErrTimeout           = errors.New("proxy: response timeout")
-	ErrBudgetExpired     = errors.New("proxy: call budget expired")
-	ErrForwardLimit      = errors.New("proxy: forwarding limit reached")
+	ErrUnknownGrainType = actor.ErrUnknownGrainType
+	ErrUnknownMethod    = actor.ErrUnknownMethod
+	ErrBadRequest       = errors.New("proxy: bad request")
+	ErrPanic            = actor.ErrPanic
+	ErrActivation       = actor.ErrActivation
+	ErrUnavailable      = actor.ErrUnavailable
+	ErrOverloaded       = errors.New("proxy: silo overloaded")
+	ErrTimeout          = errors.New("proxy: response timeout")
+	ErrBudgetExpired    = errors.New("proxy: call budget expired")
+	ErrForwardLimit     = errors.New("proxy: forwarding limit reached")
+	// ErrPermissionDenied: the caller's credential lacks a right the method
+	// requires; the message names the right. The call changed nothing.
+	ErrPermissionDenied  = errors.New("proxy: permission denied")
 	ErrInvalidDescriptor = errors.New("proxy: invalid service descriptor")
 	// ErrApplication matches every *Error: the grain itself returned an
 	// error, as opposed to the runtime failing the call.
@@ -51,6 +54,7 @@ const (
 	CodeOverloaded       Code = 9
 	CodeForwardLimit     Code = 10
 	CodeActivation       Code = 11
+	CodePermissionDenied Code = 12
 )
 
 var codeErrors = [...]error{
@@ -65,6 +69,7 @@ var codeErrors = [...]error{
 	CodeOverloaded:       ErrOverloaded,
 	CodeForwardLimit:     ErrForwardLimit,
 	CodeActivation:       ErrActivation,
+	CodePermissionDenied: ErrPermissionDenied,
 }
 
 // String returns the code's name.

@@ -2,10 +2,17 @@ package silo
 
 import (
 	"crypto/tls"
+	"errors"
+	"maps"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/internal/optcheck"
+	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/transport"
+	"github.com/granary-go/granary/proxy"
 )
 
 // validateSiloCredential checks that the listener for other silos asks
@@ -48,4 +55,65 @@ func (s *Security) validateClientTokens(c *optcheck.Checks) {
 			c.Bad("Security.ClientTokens", "%q: secret of %d bytes, want %d to %d", t.Name, n, transport.MinSecretLength, transport.MaxSecretLength)
 		}
 	}
+}
+
+// requiredRights are the rights that methods need of a client calling
+// through the gateway: written rarely (RequireRights), read on every
+// client request, so readers load an immutable map.
+type requiredRights struct {
+	mu sync.Mutex // serialises writers
+	m  atomic.Pointer[map[methodKey]actor.Rights]
+}
+
+type methodKey struct {
+	grainType string
+	method    uint32
+}
+
+// lookup returns the rights a method needs; none for a method not listed.
+func (r *requiredRights) lookup(grainType string, method uint32) actor.Rights {
+	if m := r.m.Load(); m != nil {
+		return (*m)[methodKey{grainType, method}]
+	}
+	return 0
+}
+
+// RequireRights makes method m need the rights r of a client that calls it
+// through this silo's gateway: a client whose token lacks one of them gets
+// proxy.ErrPermissionDenied, naming the right, before the request reaches
+// any grain; the refusal is counted (Stats().Rejected.PermissionDenied and
+// the metric granary_transport_rejections_total{reason="permission_denied"}).
+// Calls from other silos (which checked at their own gateway) and from the
+// silo's own caller are not asked. Calling it again for m adds rights.
+// ratelimit.Register uses it for the limiters' changes.
+func (s *Silo) RequireRights(m *proxy.MethodDesc, r actor.Rights) error {
+	if m == nil || m.Service == "" {
+		return errors.New("silo: RequireRights needs a method")
+	}
+	s.required.mu.Lock()
+	defer s.required.mu.Unlock()
+	next := make(map[methodKey]actor.Rights)
+	if old := s.required.m.Load(); old != nil {
+		maps.Copy(next, *old)
+	}
+	next[methodKey{m.Service, m.ID}] |= r
+	s.required.m.Store(&next)
+	return nil
+}
+
+// clientEndpointFor is how the silo's end of the client connection c is
+// set up: its limits, and the rights of the token it proved.
+func (s *Silo) clientEndpointFor(c *transport.Conn) rpc.EndpointOptions {
+	opts := s.opts.clientEndpoint(s.rejected)
+	if name := c.Peer().Token; name != "" {
+		for _, t := range s.opts.Security.ClientTokens {
+			if t.Name == name {
+				opts.Rights = t.Rights
+			}
+		}
+	}
+	if s.required.m.Load() != nil {
+		opts.Required = s.required.lookup
+	}
+	return opts
 }

@@ -47,6 +47,8 @@ type Silo struct {
 	router  *rpc.Router
 	gen     int64 // this incarnation: the silo's start time, Unix nanoseconds
 
+	required requiredRights // what clients need to call some methods (RequireRights)
+
 	// rejected counts what every connection refused, and throttles the
 	// log lines about it for the whole silo.
 	rejected *rpc.Rejections
@@ -311,7 +313,7 @@ func (s *Silo) serveGateway(h *host.Host, interner *wire.Interner, ln net.Listen
 		if c.Peer().Role != transport.RoleClient {
 			return nil // the handshake admits clients only; this is a second lock
 		}
-		ep := rpc.NewEndpoint(s.opts.clientEndpoint(s.rejected), s.inbound(h), interner, s.deps.clock, s.log)
+		ep := rpc.NewEndpoint(s.clientEndpointFor(c), s.inbound(h), interner, s.deps.clock, s.log)
 		ep.Attach(c)
 		s.mu.Lock()
 		defer s.mu.Unlock()

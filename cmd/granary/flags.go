@@ -130,10 +130,12 @@ type siloFlags struct {
 	stopTimeout   time.Duration
 	store         string
 	http          string
+	admin         string
 	shutdownDelay time.Duration
 	expectSilos   int
 
 	apiDisableChanges bool
+	credentials       credentialFlags
 }
 
 // httpDefault is where the HTTP port listens by default.
@@ -157,8 +159,10 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.intVar(&f.fenceMinSilos, "fence-min-silos", "GRANARY_FENCE_MIN_SILOS", fence.DefaultMinSilos, "the minority fence: in a cluster of at least this many silos, a silo that cannot reach a majority refuses calls and is not ready (0: no fence)")
 	s.durationVar(&f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
 	s.stringVar(&f.store, "store", storeEnv, "memory", "where grain state lives: memory, or redis://[[user]:password@]host:port/db[?prefix=granary:] (rediss:// for TLS)")
-	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /cluster, /metrics, /debug/pprof/ (host:port; none: no HTTP port)")
-	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", false, "the rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options; named configurations still work")
+	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /cluster, /metrics (host:port; none: no HTTP port)")
+	s.stringVar(&f.admin, "admin", "GRANARY_ADMIN", adminDefault, "where the operator's admin port listens: /debug/pprof/ and the rate-limit API with changes allowed (host:port, loopback or a private network; none: off)")
+	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", true, "the public port's rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options (changes need the admin right: the admin port); false opens them to every caller")
+	defineCredentialFlags(s, &f.credentials)
 	s.durationVar(&f.shutdownDelay, "shutdown-delay", "GRANARY_SHUTDOWN_DELAY", 0, "how long /readyz answers 503 after a stop signal before the HTTP port closes, for load balancers to notice")
 	s.intVar(&f.expectSilos, "expect-silos", "GRANARY_EXPECT_SILOS", 0, "/readyz answers 503 while this silo sees fewer active silos, itself included (0: no minimum)")
 	return f
@@ -188,6 +192,9 @@ func (f *siloFlags) options() (silo.Options, error) {
 	if err := checkHTTPAddress(f.http); err != nil {
 		errs = append(errs, err)
 	}
+	if err := checkAddress("-admin", f.admin); err != nil {
+		errs = append(errs, err)
+	}
 	if err := checkStore(f.store); err != nil {
 		errs = append(errs, err)
 	}
@@ -215,6 +222,9 @@ func (f *siloFlags) options() (silo.Options, error) {
 			}
 		}
 	}
+	if err := f.credentials.apply(&o); err != nil { // after the cluster's settings: links take the CA
+		errs = append(errs, err)
+	}
 	switch f.timings {
 	case "lan":
 		o.Cluster.Timings = cluster.LANTimings()
@@ -240,7 +250,11 @@ func (f *siloFlags) options() (silo.Options, error) {
 
 // checkHTTPAddress checks the -http value: none, or host:port with a
 // numeric port.
-func checkHTTPAddress(addr string) error {
+func checkHTTPAddress(addr string) error { return checkAddress("-http", addr) }
+
+// checkAddress checks the value of an address flag: none, or host:port
+// with a numeric port.
+func checkAddress(flag, addr string) error {
 	if addr == "none" {
 		return nil
 	}
@@ -249,7 +263,7 @@ func checkHTTPAddress(addr string) error {
 		_, err = strconv.ParseUint(port, 10, 16)
 	}
 	if err != nil {
-		return fmt.Errorf("-http %q: want host:port or none: %w", addr, err)
+		return fmt.Errorf("%s %q: want host:port or none: %w", flag, addr, err)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -60,19 +59,14 @@ func serveHealthz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// newMux routes the HTTP port: the service API under apiPath, the
-// operator's endpoints beside it.
+// newMux routes the HTTP port: the service API under apiPath, health and
+// metrics beside it. The profiles are on the admin port (newAdminMux).
 func newMux(apiPath string, api http.Handler, ready *readiness, metrics http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle(apiPath, api)
 	mux.HandleFunc("GET /healthz", serveHealthz)
 	mux.HandleFunc("GET /readyz", ready.serveReadyz)
 	mux.Handle("GET /metrics", metrics)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }
 
@@ -124,9 +118,14 @@ const (
 // listenHTTP binds the HTTP port, so that a taken port fails the start
 // before the silo starts.
 func listenHTTP(addr string, handler http.Handler, log *slog.Logger) (*httpPort, error) {
+	return listenHTTPAs("-http", addr, handler, log)
+}
+
+// listenHTTPAs binds an HTTP port whose errors name the flag that set it.
+func listenHTTPAs(flag, addr string, handler http.Handler, log *slog.Logger) (*httpPort, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("-http: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	// gRPC without TLS needs HTTP/2 in clear text (h2c) beside HTTP/1.1.
 	protocols := new(http.Protocols)

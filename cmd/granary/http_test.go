@@ -61,7 +61,8 @@ func TestReadyzFollowsTheSilo(t *testing.T) {
 }
 
 // The service API gets its path, the operator's endpoints theirs: /metrics
-// in Prometheus' text format, and the profiles.
+// in Prometheus' text format on the public port, the profiles on the admin
+// port alone.
 func TestMuxRoutesTheAPIAndTheOperatorsEndpoints(t *testing.T) {
 	metrics, err := newPrometheusMetrics()
 	require.NoError(t, err)
@@ -76,9 +77,15 @@ func TestMuxRoutesTheAPIAndTheOperatorsEndpoints(t *testing.T) {
 	code, body = get(t, mux, "/metrics")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "# TYPE go_goroutines gauge", "the Go runtime's collector")
-	code, body = get(t, mux, "/debug/pprof/")
+	code, _ = get(t, mux, "/debug/pprof/")
+	assert.Equal(t, http.StatusNotFound, code, "the profiles are on the admin port only")
+
+	admin := newAdminMux("/granary.ratelimit.v1.RateLimitService/", api)
+	code, body = get(t, admin, "/debug/pprof/")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "goroutine")
+	code, _ = get(t, admin, "/metrics")
+	assert.Equal(t, http.StatusNotFound, code, "metrics stay where scrapers expect them")
 }
 
 func post(t *testing.T, h http.Handler, path, body string) (int, http.Header, string) {

@@ -124,16 +124,27 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 		}
 		port.serve()
 	}
-	stopTimeout := cfg.flags.stopTimeout
-	if err := s.Start(ctx); err != nil {
+	admin, err := listenAdmin(cfg, s, log)
+	if err != nil {
 		if port != nil {
-			shutdownCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.flags.stopTimeout)
 			defer cancel()
 			err = errors.Join(err, port.shutdown(shutdownCtx))
 		}
 		return err
 	}
-	fmt.Fprintf(stdout, "granary silo %s: %s%s (Ctrl-C to stop)\n", s.Name(), describeHTTP(port), describeSilo(s))
+	stopTimeout := cfg.flags.stopTimeout
+	if err := s.Start(ctx); err != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		for _, p := range []*httpPort{port, admin} {
+			if p != nil {
+				err = errors.Join(err, p.shutdown(shutdownCtx))
+			}
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "granary silo %s: %s%s%s (Ctrl-C to stop)\n", s.Name(), describeHTTP(port), describeAdmin(admin), describeSilo(s))
 
 	<-ctx.Done()
 	stop() // a second signal ends the process at once, as by default
@@ -154,6 +165,9 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 			}
 		}
 		httpErr = port.shutdown(stopCtx)
+	}
+	if admin != nil {
+		httpErr = errors.Join(httpErr, admin.shutdown(stopCtx))
 	}
 	if err := s.Stop(stopCtx); err != nil && !errors.Is(err, context.Canceled) {
 		return errors.Join(httpErr, err)

@@ -26,6 +26,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// fixtureToken is the fixture's client credential.
+var fixtureToken = client.Token{Name: "fixture", Secret: []byte("the fixture client's token, 32 b")}
+
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // epoch is where fake clocks start.
@@ -101,7 +104,11 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		siloOpts = append(siloOpts, silo.WithClock(e.clock))
 	}
 	siloOpts = append(siloOpts, e.cfg.siloOptions...)
-	s, err := silo.New(silo.Options{Name: "test", GatewayAddress: "127.0.0.1:0", ResponseTimeout: e.cfg.responseTimeout}, siloOpts...)
+	// The fixture's clients change limiters too: their token has the
+	// admin right (rights_test.go checks what a client without it gets).
+	s, err := silo.New(silo.Options{Name: "test", GatewayAddress: "127.0.0.1:0", ResponseTimeout: e.cfg.responseTimeout,
+		Security: silo.Security{ClientTokens: []silo.ClientToken{{Name: fixtureToken.Name, Secret: fixtureToken.Secret, Rights: actor.RightAdmin}}},
+	}, siloOpts...)
 	require.NoError(t, err)
 	require.NoError(t, ratelimit.Register(s, e.cfg.defaults))
 	if e.cfg.extra != nil {
@@ -150,7 +157,7 @@ func (e *env) client() *client.Client {
 	if e.clock != nil {
 		opts = append(opts, client.WithClock(e.clock))
 	}
-	c, err := client.New(client.Options{Gateways: []string{e.silo.GatewayAddr().String()}, ResponseTimeout: e.cfg.responseTimeout}, opts...)
+	c, err := client.New(client.Options{Gateways: []string{e.silo.GatewayAddr().String()}, ResponseTimeout: e.cfg.responseTimeout, Token: &fixtureToken}, opts...)
 	require.NoError(e.t, err)
 	require.NoError(e.t, c.Connect(context.Background()))
 	e.t.Cleanup(func() { _ = c.Close() })

@@ -71,6 +71,9 @@ func registerGrains(r proxy.Registrar, defaults Defaults) (*limitgrain.Counters,
 	}, counters); err != nil {
 		return nil, err
 	}
+	if err := requireAdminForChanges(r); err != nil {
+		return nil, err
+	}
 	if key != nil {
 		registrations.m[key] = registration{defaults: defaults, counters: counters}
 	}

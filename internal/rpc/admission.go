@@ -103,12 +103,13 @@ const (
 	rejectUnknownMethod
 	rejectMalformedFrame
 	rejectUnknownFrameKind
+	rejectPermissionDenied
 	numRejections
 )
 
 var rejectionNames = [numRejections]string{
 	"too many calls in flight", "activation budget spent", "bad request", "unknown grain type", "unknown method",
-	"malformed frame", "unknown frame kind",
+	"malformed frame", "unknown frame kind", "permission denied",
 }
 
 // overloadedInFlight is the error of a request over the in-flight limit.
@@ -152,6 +153,7 @@ type RejectionStats struct {
 	UnknownMethod    int64  // requests for a method the grain type does not have
 	MalformedFrames  int64  // frames that could not be parsed; each closed its connection
 	UnknownKinds     int64  // frames of a kind this end does not know; each closed its connection
+	PermissionDenied int64  // requests for a method that needs a right their connection's credential lacks
 	LogSuppressed    uint64 // log lines about the above dropped by the throttle
 }
 
@@ -162,7 +164,8 @@ func (r *Rejections) Stats() RejectionStats {
 		Overloaded: c[rejectInFlight].Load(), OverBudget: c[rejectActivationBudget].Load(),
 		BadRequests: c[rejectBadRequest].Load(), UnknownGrainType: c[rejectUnknownGrainType].Load(),
 		UnknownMethod: c[rejectUnknownMethod].Load(), MalformedFrames: c[rejectMalformedFrame].Load(),
-		UnknownKinds: c[rejectUnknownFrameKind].Load(), LogSuppressed: r.log.Suppressed(),
+		UnknownKinds: c[rejectUnknownFrameKind].Load(), PermissionDenied: c[rejectPermissionDenied].Load(),
+		LogSuppressed: r.log.Suppressed(),
 	}
 }
 

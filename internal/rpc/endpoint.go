@@ -57,6 +57,14 @@ type EndpointOptions struct {
 	// holds however many connections a peer opens. Default: one of the
 	// endpoint's own, on its logger and clock.
 	Rejections *Rejections
+	// Rights are what the peer's credential lets it do (a client token's
+	// rights); a silo peer is never asked.
+	Rights actor.Rights
+	// Required, when set, gives the rights a method needs (zero: none); a
+	// client's request for a method whose rights it lacks is answered with
+	// proxy.ErrPermissionDenied before it reaches any grain. Nil: no
+	// method needs a right.
+	Required func(grainType string, method uint32) actor.Rights
 }
 
 // Endpoint is one end of a connection between peers (client and gateway, or
@@ -80,6 +88,8 @@ type Endpoint struct {
 	admit    admission
 	inFlight atomic.Int64 // requests from the peer not yet answered
 	moved    func(actor.GrainID, string)
+	rights   actor.Rights
+	required func(grainType string, method uint32) actor.Rights
 
 	cancelWatches, cancelsSent atomic.Int64
 	rejections                 [numRejections]atomic.Int64
@@ -108,7 +118,8 @@ func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner,
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Endpoint{inbound: inbound, decoder: wire.NewDecoder(interner), log: log, moved: opts.Moved, shared: opts.Rejections}
+	e := &Endpoint{inbound: inbound, decoder: wire.NewDecoder(interner), log: log, moved: opts.Moved, shared: opts.Rejections,
+		rights: opts.Rights, required: opts.Required}
 	if e.shared == nil {
 		e.shared = NewRejections(newRejectionLog(log, c))
 	}
@@ -359,6 +370,13 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 		// client claims of either is ignored.
 		req.Hops, req.FromSilo = env.Hops, true
 	}
+	if e.required != nil && !req.FromSilo {
+		if need := e.required(env.GrainType, env.MethodID); !e.rights.Has(need) {
+			e.rejected(rejectPermissionDenied)
+			e.Reply(req, nil, permissionDenied(need, e.rights))
+			return
+		}
+	}
 	if e.inbound == nil {
 		e.Reply(req, nil, ErrNoInbound)
 		return
@@ -500,6 +518,7 @@ type EndpointStats struct {
 	Timeouts      int64 // outgoing calls failed by the response timeout
 	InFlight      int64 // incoming requests not yet answered
 	Overloaded    int64 // incoming requests refused: too many in flight
+	Denied        int64 // incoming requests refused: a right the method needs is missing
 	OverBudget    int64 // incoming requests refused: their new activation was over budget
 	BadRequests   int64 // incoming requests refused for contents that could not be read
 	Inbound       cancel.Stats
@@ -516,6 +535,7 @@ func (s *EndpointStats) Add(o EndpointStats) {
 	s.Overloaded += o.Overloaded
 	s.OverBudget += o.OverBudget
 	s.BadRequests += o.BadRequests
+	s.Denied += o.Denied
 	s.Inbound.Add(o.Inbound)
 	s.Transport.Add(o.Transport)
 }
@@ -530,6 +550,6 @@ func (e *Endpoint) Stats() EndpointStats {
 		Pending: e.calls.len(), CancelWatches: e.cancelWatches.Load(), CancelsSent: e.cancelsSent.Load(),
 		Timeouts: e.calls.timeouts.Load(), InFlight: e.inFlight.Load(),
 		Overloaded: e.rejections[rejectInFlight].Load(), OverBudget: e.rejections[rejectActivationBudget].Load(),
-		BadRequests: e.rejections[rejectBadRequest].Load(), Inbound: e.registry().Stats(), Transport: traffic,
+		BadRequests: e.rejections[rejectBadRequest].Load(), Denied: e.rejections[rejectPermissionDenied].Load(), Inbound: e.registry().Stats(), Transport: traffic,
 	}
 }

@@ -33,6 +33,7 @@ var runtimeErrors = []struct {
 	{proxy.ErrBadRequest, proxy.CodeBadRequest},
 	{proxy.ErrPanic, proxy.CodePanic},
 	{proxy.ErrForwardLimit, proxy.CodeForwardLimit},
+	{proxy.ErrPermissionDenied, proxy.CodePermissionDenied},
 	{proxy.ErrOverloaded, proxy.CodeOverloaded},
 	{proxy.ErrUnavailable, proxy.CodeUnavailable},
 	{proxy.ErrTimeout, proxy.CodeTimeout},

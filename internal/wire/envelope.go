@@ -53,11 +53,14 @@ const (
 	StatusUnavailable      Status = 8  // the target could not be reached
 	StatusOverloaded       Status = 9  // the callee refused the call for lack of capacity
 	StatusForwardLimit     Status = 10 // the request was forwarded more times than allowed
+	StatusActivation       Status = 11 // the grain's activation failed
+	StatusPermissionDenied Status = 12 // the caller lacks a right the method requires
 )
 
 var statusNames = [...]string{
 	"STATUS_OK", "APP_ERROR", "UNKNOWN_GRAIN_TYPE", "UNKNOWN_METHOD", "BAD_REQUEST",
 	"PANIC", "CANCELLED", "TIMEOUT", "UNAVAILABLE", "OVERLOADED", "FORWARD_LIMIT",
+	"ACTIVATION", "PERMISSION_DENIED",
 }
 
 // String returns the name used in wire.proto, or the number for values this

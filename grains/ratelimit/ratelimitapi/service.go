@@ -27,7 +27,7 @@ var (
 	errInvalid = errors.New("ratelimitapi: invalid request")
 	// errChangesDisabled answers a change with Options.DisableChanges
 	// (PermissionDenied).
-	errChangesDisabled = errors.New("ratelimitapi: changes are disabled on this server")
+	errChangesDisabled = errors.New("ratelimitapi: changes need the admin right, which this server does not grant")
 )
 
 // compressMinBytes is the smallest reply the service compresses, when

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/granary-go/granary/silo"
+)
+
+// adminDefault leaves the admin port off: the profiles show the program's
+// internals and the API it serves changes limiters, so an operator opens
+// it on purpose, on an address only operators reach.
+const adminDefault = "none"
+
+// newAdminMux routes the admin port: Go's profiles and, when api is set,
+// the rate-limit service API at apiPath with changes allowed.
+func newAdminMux(apiPath string, api http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	if api != nil {
+		mux.Handle(apiPath, api)
+	}
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// listenAdmin binds the admin port when -admin names one, and serves it.
+func listenAdmin(cfg *config, s *silo.Silo, log *slog.Logger) (*httpPort, error) {
+	if cfg.flags.admin == "none" {
+		return nil, nil
+	}
+	apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, false)
+	if err != nil {
+		return nil, err
+	}
+	p, err := listenHTTPAs("-admin", cfg.flags.admin, newAdminMux(apiPath, api), log)
+	if err != nil {
+		return nil, err
+	}
+	p.serve()
+	return p, nil
+}
+
+// describeAdmin says where the admin port listens, for the startup line.
+func describeAdmin(p *httpPort) string {
+	if p == nil {
+		return ""
+	}
+	return "admin on " + p.ln.Addr().String() + ", "
+}
