@@ -112,7 +112,7 @@ func (s *Silo) joinCluster(ctx context.Context, h *host.Host, interner *wire.Int
 	}
 	members, err := cluster.New(cluster.Options{
 		SiloID: s.opts.Name, Generation: s.gen, Address: address, Gateway: gatewayAddr,
-		BindAddress: co.GossipAddress, AdvertiseAddress: co.AdvertiseGossipAddress, Seeds: co.Seeds,
+		BindAddress: co.GossipAddress, AdvertiseAddress: co.AdvertiseGossipAddress, Seeds: co.Seeds, Bootstrap: co.Bootstrap,
 		ClusterID: s.opts.Security.ClusterID, Secret: s.opts.Security.Secret, Timings: co.Timings,
 	}, cluster.WithLogger(s.log))
 	if err != nil {

@@ -122,9 +122,15 @@ type ClusterOptions struct {
 	// AdvertiseGossipAddress is the address other silos gossip to, when it
 	// differs from GossipAddress.
 	AdvertiseGossipAddress string
-	// Seeds are gossip addresses of silos to join. A silo with no seed
-	// (or only itself) starts a new cluster.
+	// Seeds are gossip addresses of silos to join; give every silo every
+	// seed, itself included. A silo with no seed (or only itself) starts a
+	// new cluster; one that names another waits in Start until one answers
+	// (see cluster.Options.Seeds).
 	Seeds []string
+	// Bootstrap lets a silo that names other seeds form a new cluster when
+	// none answers at once: for rebuilding a cluster whose other silos are
+	// gone for good. Dangerous on a restart: see cluster.Options.Bootstrap.
+	Bootstrap bool
 	// Timings tune failure detection and gossip; zero fields take
 	// cluster.LANTimings, and cluster.FastTimings is a profile for tests
 	// on one machine.

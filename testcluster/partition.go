@@ -17,7 +17,9 @@ func (c *Cluster) Partition(groups ...[]int) {
 // silo; Heal undoes it.
 func (c *Cluster) Isolate(silos ...int) { c.cut.Isolate(c.gossipAddresses(silos)...) }
 
-// Heal undoes every Partition and Isolate: the silos' gossip flows again.
+// Heal undoes every Partition and Isolate: the silos' gossip flows again,
+// and their rejoin loops make them one view again within about
+// cluster.Timings.RejoinInterval and a few gossip rounds.
 func (c *Cluster) Heal() { c.cut.Heal() }
 
 func (c *Cluster) gossipAddresses(silos []int) []string {

@@ -27,9 +27,22 @@ func sees(c *testcluster.Cluster, i int, want ...int) bool {
 	return slices.Equal(got, names)
 }
 
-func TestPartitionCutsASiloOffFromTheOthers(t *testing.T) {
+func TestPartitionCutsASiloOffAndHealMakesOneClusterAgain(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Silos: 3})
 	c.Partition([]int{0, 1}, []int{2})
 	require.Eventually(t, func() bool { return sees(c, 0, 0, 1) && sees(c, 1, 0, 1) && sees(c, 2, 2) },
 		10*time.Second, 10*time.Millisecond, "each side declares the other failed")
+	c.Heal()
+	require.Eventually(t, func() bool { return sees(c, 0, 0, 1, 2) && sees(c, 1, 0, 1, 2) && sees(c, 2, 0, 1, 2) },
+		10*time.Second, 10*time.Millisecond, "one view of three after the heal")
+	c.WaitForMembership() // and the directory's ranges settled
+}
+
+func TestIsolateCutsOneSiloOff(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Silos: 3})
+	c.Isolate(1)
+	require.Eventually(t, func() bool { return sees(c, 0, 0, 2) && sees(c, 1, 1) && sees(c, 2, 0, 2) },
+		10*time.Second, 10*time.Millisecond, "silo 1 is alone")
+	c.Heal()
+	c.WaitForMembership()
 }
