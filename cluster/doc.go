@@ -33,6 +33,16 @@
 // briefly disagree on who is live, for up to the failure detection time
 // (docs/cluster.md gives the formula).
 //
+// # Reachability
+//
+// memberlist keeps to itself whether it suspects a member, and declares a
+// silo dead only after the suspicion timeout. Reachability says sooner
+// whether this silo reaches each member of its view: the membership sends
+// every member (and itself) a probe packet once per Timings.ProbeInterval,
+// through memberlist's transport, and a member that leaves ProbeMisses
+// rounds unanswered is unreachable. ReachabilityChanged signals changes.
+// The silo's minority fence is fed from it.
+//
 // # Security
 //
 // Options.ClusterID travels as memberlist's label on every packet and
@@ -45,8 +55,8 @@
 //
 // # Goroutines
 //
-// A Membership owns one goroutine (the metadata publisher), started by
-// Start and joined by Stop and Kill. memberlist's Shutdown joins its
+// A Membership owns two goroutines (the metadata publisher and the
+// prober), started by Start and joined by Stop and Kill. memberlist's Shutdown joins its
 // listeners; its scheduler and connection goroutines end on their own
 // within a probe interval or TCPTimeout after it.
 package cluster

@@ -45,6 +45,9 @@ type Membership struct {
 	pub   *publisher
 	meta  atomic.Pointer[[]byte] // what NodeMeta hands memberlist
 
+	probes *probes // health.go
+	prober *prober
+
 	quit     chan struct{} // closed by Stop and Kill: abandons a join, ends the rejoin loop
 	quitOnce sync.Once
 	rejoins  sync.WaitGroup // the rejoin loop and its dials
@@ -98,6 +101,7 @@ func New(opts Options, optFns ...Option) (*Membership, error) {
 	m.mu.dialling = map[string]bool{}
 	initial := localState{Status: StatusJoining}
 	m.pub = newPublisher(d.clock, opts.Timings.MetaUpdateInterval, initial, m.publish)
+	m.probes, m.prober = newProbes(), m.newProber()
 	m.storeMeta(initial)
 	return m, nil
 }
@@ -157,6 +161,7 @@ func (m *Membership) Start(ctx context.Context) error {
 	m.mu.ml, m.mu.gossip, m.mu.publishing = ml, gossip, true
 	m.mu.Unlock()
 	m.pub.start()
+	m.prober.start(ml)
 	m.log.Info("cluster: membership started", "gossip", gossip, "generation", m.opts.Generation, "cluster", m.opts.ClusterID)
 
 	seeds, err := m.join(ctx, ml, gossip)
@@ -336,6 +341,7 @@ func (m *Membership) shutdown(ctx context.Context, graceful bool) error {
 		m.mu.Unlock()
 		if publishing {
 			m.pub.stop()
+			m.prober.stop()
 		}
 		if ml != nil {
 			if graceful {
@@ -614,6 +620,10 @@ func (m *Membership) apply(change func(v *view) []Event) {
 
 // handleMessage handles a membership message from another silo.
 func (m *Membership) handleMessage(b []byte) {
+	if isProbe(b) {
+		m.handleProbe(b)
+		return
+	}
 	msg, err := decodeLeave(b)
 	if err != nil {
 		m.log.Warn("cluster: dropping a membership message", "err", err)

@@ -82,7 +82,7 @@ func (s *Silo) newLinkEndpoint(h *host.Host, interner *wire.Interner, c *transpo
 	if s.dir != nil {
 		opts.Moved = s.dir.Moved
 	}
-	ep := rpc.NewEndpoint(opts, h, interner, s.deps.clock, s.log)
+	ep := rpc.NewEndpoint(opts, s.inbound(h), interner, s.deps.clock, s.log)
 	if c != nil {
 		ep.Attach(c)
 	}
@@ -125,6 +125,7 @@ func (s *Silo) joinCluster(ctx context.Context, h *host.Host, interner *wire.Int
 	view, sub := members.Subscribe()
 	s.applyView(view)
 	s.goBackground(func(ctx context.Context) { s.watchMembership(ctx, sub) })
+	s.startFence(members)
 	if err := members.SetStatus(cluster.StatusActive); err != nil {
 		return fmt.Errorf("silo: join: %w", err)
 	}

@@ -93,6 +93,7 @@ func (s *Silo) metricStats() metrics.Stats {
 			Active:       view.Count(cluster.StatusActive),
 			ShuttingDown: view.Count(cluster.StatusShuttingDown),
 		},
+		Fenced: st.Fence.Fenced, Refused: st.Fence.Refused,
 	}
 }
 

@@ -149,6 +149,9 @@ type ClusterOptions struct {
 	// heartbeat after KeepaliveInterval without traffic, and a link that
 	// heard nothing for KeepaliveTimeout is closed. Defaults 1 s and 10 s.
 	KeepaliveInterval, KeepaliveTimeout time.Duration
+	// Fence is the minority fence, on by default: a silo that cannot reach
+	// a majority of the last stable membership stops serving until it can.
+	Fence FenceOptions
 }
 
 // Defaults of ClusterOptions and Security.
@@ -262,6 +265,7 @@ func (o *Options) EnsureDefaults() {
 	if c.KeepaliveTimeout == 0 {
 		c.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
+	c.Fence.ensureDefaults(c.Timings)
 }
 
 // Validate reports every invalid field.
@@ -298,6 +302,10 @@ func (o *Options) Validate() error {
 		c.Positive("Cluster.HandoffWait", o.Cluster.HandoffWait)
 		c.Positive("Cluster.KeepaliveInterval", o.Cluster.KeepaliveInterval)
 		c.Positive("Cluster.KeepaliveTimeout", o.Cluster.KeepaliveTimeout)
+		if !o.Cluster.Fence.Disabled {
+			c.Range("Cluster.Fence.MinSilos", o.Cluster.Fence.MinSilos, 1, 1<<20)
+			c.Positive("Cluster.Fence.Stability", o.Cluster.Fence.Stability)
+		}
 		// Every silo's link listener takes Security.LinkTLS (or TLS) and
 		// every silo dials links with DialTLS: one without the other
 		// cannot link.
@@ -390,6 +398,8 @@ type deps struct {
 	outgoing []proxy.OutgoingFilter
 	locator  rpc.Locator // where grains live; nil: all here
 	meters   metric.MeterProvider
+	// reachability replaces what the fence watches, for tests.
+	reachability func(self string, membership reachabilitySource) reachabilitySource
 }
 
 // WithLogger sets the silo's logger; its actor system logs through it too.

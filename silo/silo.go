@@ -61,6 +61,8 @@ type Silo struct {
 
 	metrics *metrics.Silo // the silo's instruments, when it has a meter provider
 
+	fence siloFence // the minority fence (fence.go)
+
 	background
 
 	mu struct {
@@ -309,7 +311,7 @@ func (s *Silo) serveGateway(h *host.Host, interner *wire.Interner, ln net.Listen
 		if c.Peer().Role == transport.RoleSilo {
 			return s.acceptLink(c, s.newLinkEndpoint(h, interner, c))
 		}
-		ep := rpc.NewEndpoint(s.opts.clientEndpoint(s.rejected), h, interner, s.deps.clock, s.log)
+		ep := rpc.NewEndpoint(s.opts.clientEndpoint(s.rejected), s.inbound(h), interner, s.deps.clock, s.log)
 		ep.Attach(c)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -365,9 +367,11 @@ func (s *Silo) flushConnections(ctx context.Context) {
 // Ready reports whether the silo serves: nil once Start has returned
 // successfully (a silo of a cluster has then joined it and announced
 // itself active, and its gateway, when it has one, listens) and until Stop
-// begins. Otherwise it says why: an error wrapping ErrNotStarted before
-// and while Start runs, or ErrStopping once Stop has begun. A health check
-// (the binary's /readyz) answers with it.
+// begins, except while the minority fence is up. Otherwise it says why:
+// an error wrapping ErrNotStarted before and while Start runs, ErrStopping
+// once Stop has begun, or ErrFenced, with the unreachable silos, while the
+// silo cannot reach a majority of its cluster. A health check (the
+// binary's /readyz) answers with it.
 func (s *Silo) Ready() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -383,7 +387,7 @@ func (s *Silo) Ready() error {
 	case !s.opts.DisableGateway && s.mu.listener == nil:
 		return fmt.Errorf("%w: the gateway does not listen", ErrNotStarted) // Start sets it before it returns
 	}
-	return nil
+	return s.fence.fenced()
 }
 
 // GatewayAddr returns the address the gateway listens on, or nil.
@@ -413,11 +417,17 @@ func CallerOf(gc *actor.Context) proxy.Caller {
 }
 
 // Deliver hands a request to the silo's activations. It fails requests with
-// actor.ErrStopping while the silo is not running.
+// actor.ErrStopping while the silo is not running, and with an error
+// wrapping ErrFenced and proxy.ErrUnavailable while the minority fence is
+// up.
 func (s *Silo) Deliver(req *host.Request) {
 	host := s.host.Load()
 	if host == nil {
 		req.Reply.Reply(req, nil, actor.ErrStopping)
+		return
+	}
+	if err := s.fence.fenced(); err != nil {
+		s.refuse(req, err)
 		return
 	}
 	host.Deliver(req)
@@ -564,6 +574,8 @@ type Stats struct {
 	// LinkListener counts the same for the listener of links from other
 	// silos (a silo of a cluster).
 	LinkListener transport.ListenerStats
+	// Fence counts what the minority fence did (a silo of a cluster).
+	Fence FenceStats
 }
 
 // Stats returns the silo's counters.
@@ -586,6 +598,7 @@ func (s *Silo) Stats() Stats {
 	st.ClosedGateway, st.ClosedLinks = s.mu.closedGateway, s.mu.closedLinks
 	s.mu.Unlock()
 	st.Rejected = s.rejected.Stats()
+	st.Fence = s.fence.stats()
 	if gateway != nil {
 		st.GatewayListener = gateway.Stats()
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/fence"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -125,6 +126,7 @@ type siloFlags struct {
 	seeds         string
 	secretFile    string
 	timings       string
+	fenceMinSilos int
 	stopTimeout   time.Duration
 	store         string
 	http          string
@@ -152,6 +154,7 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&o.Security.ClusterID, "cluster-id", "GRANARY_CLUSTER_ID", silo.DefaultClusterID, "the cluster's name: silos and clients of another are refused")
 	s.stringVar(&f.secretFile, "secret-file", "GRANARY_SECRET_FILE", "", "a file holding the cluster's secret (16 bytes or more), required of every silo and client")
 	s.stringVar(&f.timings, "timings", "GRANARY_TIMINGS", "lan", "failure detection profile: lan, or fast (one machine, tests)")
+	s.intVar(&f.fenceMinSilos, "fence-min-silos", "GRANARY_FENCE_MIN_SILOS", fence.DefaultMinSilos, "the minority fence: in a cluster of at least this many silos, a silo that cannot reach a majority refuses calls and is not ready (0: no fence)")
 	s.durationVar(&f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
 	s.stringVar(&f.store, "store", storeEnv, "memory", "where grain state lives: memory, or redis://[[user]:password@]host:port/db[?prefix=granary:] (rediss:// for TLS)")
 	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /metrics, /debug/pprof/ (host:port; none: no HTTP port)")
@@ -219,6 +222,14 @@ func (f *siloFlags) options() (silo.Options, error) {
 		o.Cluster.Timings = cluster.FastTimings()
 	default:
 		bad("-timings %q: want lan or fast", f.timings)
+	}
+	switch {
+	case f.fenceMinSilos == 0:
+		o.Cluster.Fence.Disabled = true
+	case f.fenceMinSilos < 0:
+		bad("-fence-min-silos must not be negative, got %d", f.fenceMinSilos)
+	default:
+		o.Cluster.Fence.MinSilos = f.fenceMinSilos
 	}
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {

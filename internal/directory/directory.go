@@ -117,6 +117,10 @@ type Directory struct {
 	log   *slog.Logger
 	self  Activation
 
+	// refusal, when set, is the error new registrations get: the silo is
+	// fenced off from the majority of the cluster (silo/fence.go).
+	refusal atomic.Pointer[error]
+
 	wg sync.WaitGroup // goroutines doing remote work
 	// done ends with the directory: it is the parent of the contexts of its
 	// own background requests, not a caller's context.
@@ -486,9 +490,33 @@ func (d *Directory) finishLookup(id actor.GrainID, silo string, placed bool, err
 	}
 }
 
+// Refuse makes the directory refuse every new registration with err, this
+// silo's own and those other silos send its partition, until Refuse(nil):
+// a silo fenced off from the majority of the cluster starts no activation
+// and records none. Lookups and unregistrations go on.
+func (d *Directory) Refuse(err error) {
+	if err == nil {
+		d.refusal.Store(nil)
+		return
+	}
+	d.refusal.Store(&err)
+}
+
+// refused returns the error new registrations get, or nil.
+func (d *Directory) refused() error {
+	if p := d.refusal.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // Register implements host.Directory: it records this silo's activation of
 // id with the grain's owner, first writer winning.
 func (d *Directory) Register(id actor.GrainID, done func(winner string, err error)) {
+	if err := d.refused(); err != nil {
+		done("", err)
+		return
+	}
 	h := ring.Hash(id)
 	d.mu.Lock()
 	if d.mu.closed {

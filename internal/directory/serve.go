@@ -37,6 +37,9 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 	}
 	switch in := in.(type) {
 	case *directorypb.RegisterRequest:
+		if err := d.refused(); err != nil {
+			return nil, err, false
+		}
 		return d.serveOwned(req, in.GetGrain(), func() proto.Message {
 			winner := d.registerLocked(grainOf(in.GetGrain()), activationOf(in.GetActivation()))
 			return &directorypb.RegisterReply{Winner: pbActivation(winner)}

@@ -30,6 +30,8 @@ type Stats struct {
 	Directory directory.Stats          // this silo's part of the directory and its cache
 	Flusher   persistence.FlusherStats // the state writes
 	Members   MemberCounts             // the cluster as this silo acts on it
+	Fenced    bool                     // the minority fence is up
+	Refused   int64                    // grain calls refused while the fence was up
 }
 
 // MemberCounts are the silos of the cluster, this one included, by the
@@ -235,6 +237,22 @@ var observed = []instrument[Stats]{
 			emit(int64(st.Members.Active), keyState.String("active"))
 			emit(int64(st.Members.ShuttingDown), keyState.String("shutting-down"))
 		},
+	},
+	{
+		Name: "granary.fenced", Unit: "{fence}", kind: upDown,
+		Description: "1 while the minority fence is up: this silo cannot reach a majority of its cluster and refuses grain calls; else 0.",
+		observe: func(st *Stats, emit emit) {
+			var up int64
+			if st.Fenced {
+				up = 1
+			}
+			emit(up)
+		},
+	},
+	{
+		Name: "granary.fence.refused", Unit: "{call}", kind: counter,
+		Description: "Grain calls this silo refused (unavailable) while the minority fence was up.",
+		observe:     func(st *Stats, emit emit) { emit(st.Refused) },
 	},
 	{
 		Name: "granary.gateway.connections", Unit: "{connection}", kind: upDown,

@@ -1,0 +1,331 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/granary-go/granary/clock"
+)
+
+// ProbeMisses is how many probe rounds in a row a member must leave
+// unanswered before Reachability reports it unreachable: one lost packet
+// is not a cut.
+const ProbeMisses = 2
+
+// Probe messages, after the leave messages of meta.go.
+const (
+	// msgProbe: "<id> asks whether you hear it, round <seq>".
+	msgProbe = 3
+	// msgProbeAck: "<id> heard your round <seq>".
+	msgProbeAck = 4
+)
+
+// Reachability is whether this silo reaches a member of its view now.
+type Reachability struct {
+	// ID is the member's silo id.
+	ID string
+	// Reachable is true when the member answered one of this silo's last
+	// ProbeMisses probe rounds (or joined the view since), and for this
+	// silo itself.
+	Reachable bool
+	// Unanswered counts this silo's probes the member has not answered
+	// since its last answer, as of the latest round.
+	Unanswered int
+}
+
+// Reachability reports, for every member of the view, this silo included,
+// whether this silo reaches it now, sorted by id. memberlist keeps whether
+// it suspects a member to itself, so the membership probes every member of
+// the view once per Timings.ProbeInterval with a packet of its own, through
+// memberlist's transport (its label and encryption), and a member that
+// leaves ProbeMisses rounds unanswered (rounds whose probe of this silo
+// itself came back) is unreachable: within about
+// (ProbeMisses+1) probe intervals of a cut, well before memberlist
+// declares it dead (docs/cluster.md gives the timing). A member only
+// answers probes from silos its own view shows, so a silo that the others
+// declared dead finds them unreachable until it has joined again.
+func (m *Membership) Reachability() []Reachability {
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.mu.view.members))
+	for id := range m.mu.view.members {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	slices.Sort(ids)
+	out := make([]Reachability, len(ids))
+	for i, id := range ids {
+		out[i] = m.probes.reachability(id, id == m.opts.SiloID)
+	}
+	return out
+}
+
+// ReachabilityChanged returns a channel that receives (coalesced) when a
+// member's reachability changes, so that a watcher need not poll faster
+// than the probes.
+func (m *Membership) ReachabilityChanged() <-chan struct{} { return m.probes.changed }
+
+// probes is the bookkeeping of the probe rounds, safe for concurrent use.
+// Rounds are numbered; each member remembers the last round it was probed
+// in and the latest round it answered.
+//
+// The silo probes itself too, through the same packets and the same
+// receiving queue: a member counts as missing only the rounds this silo's
+// own probe came back from. A silo too loaded to read its packets in time
+// then does not take its own backlog for a cut, while a real cut, which
+// spares a silo's own address, is counted as it happens.
+type probes struct {
+	changed chan struct{} // cap 1
+
+	mu struct {
+		sync.Mutex
+		round        uint64
+		selfAnswered uint64 // the latest round this silo's probe of itself came back from
+		members      map[string]*probed
+	}
+}
+
+// selfLagLimit is how many rounds this silo's probe of itself may lag
+// before the rounds count without it: a path to itself that never answers
+// must not keep the silo from finding the others unreachable.
+const selfLagLimit = 4 * ProbeMisses
+
+type probed struct {
+	sent, answered uint64 // rounds
+	unanswered     uint64 // as judged at the latest round
+	reachable      bool
+}
+
+func newProbes() *probes {
+	p := &probes{changed: make(chan struct{}, 1)}
+	p.mu.members = map[string]*probed{}
+	return p
+}
+
+// round starts a probe round of the given members (this silo left out): it
+// judges each by the rounds it left unanswered, forgets members that left
+// the view, and returns the round's number.
+func (p *probes) round(members []string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last := p.mu.round // the latest round whose answers may have come
+	p.mu.round++
+	r := p.mu.round
+	ref := p.mu.selfAnswered
+	if last-ref > selfLagLimit {
+		ref = last
+	}
+	changed := false
+	keep := make(map[string]struct{}, len(members))
+	for _, id := range members {
+		keep[id] = struct{}{}
+		st, ok := p.mu.members[id]
+		if !ok {
+			// New in the view: memberlist just heard from it.
+			st = &probed{sent: last, answered: last, reachable: true}
+			p.mu.members[id] = st
+		}
+		st.unanswered = 0
+		if ref > st.answered {
+			st.unanswered = ref - st.answered
+		}
+		reachable := st.unanswered < ProbeMisses
+		changed = changed || reachable != st.reachable
+		st.reachable, st.sent = reachable, r
+	}
+	for id := range p.mu.members {
+		if _, ok := keep[id]; !ok {
+			delete(p.mu.members, id)
+		}
+	}
+	if changed {
+		p.notify()
+	}
+	return r
+}
+
+// answered records that member id answered round r: it is reachable.
+func (p *probes) answered(id string, r uint64, self bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if self {
+		if r <= p.mu.round {
+			p.mu.selfAnswered = max(p.mu.selfAnswered, r)
+		}
+		return
+	}
+	st, ok := p.mu.members[id]
+	if !ok || r > st.sent || r <= st.answered {
+		return // a member no longer probed, a round never sent, or news already had
+	}
+	st.answered = r
+	if !st.reachable {
+		st.reachable = true
+		p.notify()
+	}
+}
+
+func (p *probes) reachability(id string, self bool) Reachability {
+	if self {
+		return Reachability{ID: id, Reachable: true}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.mu.members[id]
+	if !ok {
+		// In the view but not probed yet: memberlist just heard from it.
+		return Reachability{ID: id, Reachable: true}
+	}
+	return Reachability{ID: id, Reachable: st.reachable, Unanswered: int(st.unanswered)}
+}
+
+func (p *probes) notify() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// prober sends a probe round every Timings.ProbeInterval, on a goroutine
+// that start starts and stop joins.
+type prober struct {
+	m     *Membership
+	clock clock.Clock
+	every time.Duration
+	quit  chan struct{}
+	done  chan struct{}
+}
+
+func (m *Membership) newProber() *prober {
+	return &prober{m: m, clock: m.clock, every: m.opts.Timings.ProbeInterval, quit: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (p *prober) start(ml *memberlist.Memberlist) { go p.run(ml) }
+
+// stop ends the goroutine and waits for it. It must be called once, after
+// start.
+func (p *prober) stop() {
+	close(p.quit)
+	<-p.done
+}
+
+func (p *prober) run(ml *memberlist.Memberlist) {
+	defer close(p.done)
+	tick := make(chan struct{}, 1)
+	for {
+		p.probeAll(ml)
+		timer := p.clock.AfterFunc(p.every, func() { tick <- struct{}{} })
+		select {
+		case <-p.quit:
+			timer.Stop()
+			return
+		case <-tick:
+		}
+	}
+}
+
+// probeAll sends one round of probes to the members of the view.
+func (p *prober) probeAll(ml *memberlist.Memberlist) {
+	m := p.m
+	self := m.opts.SiloID
+	m.mu.Lock()
+	targets := make([]memberlist.Address, 0, len(m.mu.view.members)+1)
+	targets = append(targets, memberlist.Address{Addr: m.mu.gossip, Name: self})
+	ids := make([]string, 0, len(m.mu.view.members))
+	for id, member := range m.mu.view.members {
+		if id != self {
+			targets = append(targets, memberlist.Address{Addr: member.GossipAddress, Name: id})
+			ids = append(ids, id)
+		}
+	}
+	m.mu.Unlock()
+	r := m.probes.round(ids)
+	msg := encodeProbe(probeMessage{Kind: msgProbe, ID: self, Round: r})
+	for _, to := range targets {
+		// One UDP packet each: a lost one is what the probes are for.
+		if err := ml.SendToAddress(to, msg); err != nil {
+			m.log.Debug("cluster: could not send a probe", "member", to.Name, "err", err)
+		}
+	}
+}
+
+// handleProbe answers a probe from a member of the view, or records an
+// answer to one of this silo's.
+func (m *Membership) handleProbe(b []byte) {
+	msg, err := decodeProbe(b)
+	if err != nil {
+		m.log.Warn("cluster: dropping a probe message", "err", err)
+		return
+	}
+	switch msg.Kind {
+	case msgProbeAck:
+		m.probes.answered(msg.ID, msg.Round, msg.ID == m.opts.SiloID)
+	case msgProbe:
+		m.mu.Lock()
+		from, known := m.mu.view.member(msg.ID)
+		ml, stopped := m.mu.ml, m.mu.stopped
+		if msg.ID == m.opts.SiloID {
+			from, known = Member{GossipAddress: m.mu.gossip}, true
+		}
+		m.mu.Unlock()
+		if !known || stopped || ml == nil {
+			return // a silo this view does not show is not told it is heard
+		}
+		ack := encodeProbe(probeMessage{Kind: msgProbeAck, ID: m.opts.SiloID, Round: msg.Round})
+		// Sent from memberlist's receiving goroutine: one UDP packet, which
+		// does not block.
+		if err := ml.SendToAddress(memberlist.Address{Addr: from.GossipAddress, Name: msg.ID}, ack); err != nil {
+			m.log.Debug("cluster: could not answer a probe", "member", msg.ID, "err", err)
+		}
+	}
+}
+
+// probeMessage is a msgProbe or a msgProbeAck.
+type probeMessage struct {
+	Kind  byte
+	ID    string // the sender
+	Round uint64
+}
+
+func isProbe(b []byte) bool { return len(b) > 0 && (b[0] == msgProbe || b[0] == msgProbeAck) }
+
+func encodeProbe(m probeMessage) []byte {
+	b := make([]byte, 0, 2+binary.MaxVarintLen64+len(m.ID))
+	b = append(b, m.Kind)
+	b = binary.AppendUvarint(b, m.Round)
+	return appendString(b, m.ID)
+}
+
+func decodeProbe(b []byte) (probeMessage, error) {
+	var m probeMessage
+	if !isProbe(b) {
+		return m, fmt.Errorf("%w: not a probe", errBadMeta)
+	}
+	m.Kind = b[0]
+	r := reader{b: b[1:]}
+	m.Round = r.uvarint("round")
+	m.ID = r.string("silo id", MaxSiloIDLength)
+	if r.err != nil {
+		return probeMessage{}, r.err
+	}
+	if len(r.b) != 0 {
+		return probeMessage{}, fmt.Errorf("%w: %d trailing bytes", errBadMeta, len(r.b))
+	}
+	if err := checkSiloID(m.ID); err != nil {
+		return probeMessage{}, fmt.Errorf("%w: %w", errBadMeta, err)
+	}
+	return m, nil
+}
+
+// String describes a reachability for logs: "id" or "id (unreachable, 3
+// unanswered)".
+func (r Reachability) String() string {
+	if r.Reachable {
+		return r.ID
+	}
+	return fmt.Sprintf("%s (unreachable, %d unanswered)", r.ID, r.Unanswered)
+}

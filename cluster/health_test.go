@@ -1,0 +1,177 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func reachableOf(p *probes, id string) bool { return p.reachability(id, false).Reachable }
+
+func signalled(p *probes) bool {
+	select {
+	case <-p.changed:
+		return true
+	default:
+		return false
+	}
+}
+
+// roundAnswered runs a probe round of b and c that this silo's own probe
+// comes back from, with the answers of the members listed.
+func roundAnswered(p *probes, answering ...string) uint64 {
+	r := p.round([]string{"b", "c"})
+	p.answered("a", r, true)
+	for _, id := range answering {
+		p.answered(id, r, false)
+	}
+	return r
+}
+
+func TestProbesCountTheRoundsAMemberLeftUnanswered(t *testing.T) {
+	p := newProbes()
+	roundAnswered(p, "b")
+	assert.True(t, reachableOf(p, "c"), "a member new in the view is reachable")
+	r2 := roundAnswered(p, "b")
+	assert.True(t, reachableOf(p, "c"), "one unanswered round is a lost packet, not a cut")
+	assert.False(t, signalled(p))
+
+	roundAnswered(p, "b")
+	assert.True(t, reachableOf(p, "b"))
+	assert.False(t, reachableOf(p, "c"), "ProbeMisses rounds unanswered")
+	assert.Equal(t, ProbeMisses, p.reachability("c", false).Unanswered)
+	assert.True(t, signalled(p), "the change is signalled")
+
+	p.answered("c", r2, false) // a late answer still proves the member is there
+	assert.True(t, reachableOf(p, "c"))
+	assert.True(t, signalled(p), "the change back is signalled")
+
+	p.answered("c", 99, false)
+	roundAnswered(p, "b")
+	roundAnswered(p, "b")
+	assert.False(t, reachableOf(p, "c"), "an answer to a round never sent counts for nothing")
+
+	p.round([]string{"b"})
+	assert.True(t, reachableOf(p, "c"), "a member no longer probed is forgotten")
+	assert.True(t, p.reachability("a", true).Reachable, "a silo always reaches itself")
+}
+
+func TestProbesDoNotTakeTheSilosOwnBacklogForACut(t *testing.T) {
+	p := newProbes()
+	roundAnswered(p, "b", "c")
+	for range selfLagLimit {
+		p.round([]string{"b", "c"}) // nothing comes back, not even this silo's own probe
+		assert.True(t, reachableOf(p, "b"))
+		assert.True(t, reachableOf(p, "c"))
+	}
+	for range ProbeMisses {
+		p.round([]string{"b", "c"})
+	}
+	assert.False(t, reachableOf(p, "b"), "a path to itself that never answers does not hide a cut for ever")
+	assert.False(t, reachableOf(p, "c"))
+}
+
+func TestProbeMessagesRoundTrip(t *testing.T) {
+	for _, m := range []probeMessage{
+		{Kind: msgProbe, ID: "silo-a", Round: 1},
+		{Kind: msgProbeAck, ID: "silo-b", Round: 1 << 40},
+	} {
+		got, err := decodeProbe(encodeProbe(m))
+		require.NoError(t, err)
+		assert.Equal(t, m, got)
+	}
+}
+
+func TestProbeMessageDecoderRejectsWhatItCannotTrust(t *testing.T) {
+	good := encodeProbe(probeMessage{Kind: msgProbe, ID: "silo-a", Round: 3})
+	for name, b := range map[string][]byte{
+		"empty":          nil,
+		"a leave notice": encodeLeave(leaveMessage{Kind: msgLeaving, ID: "silo-a", Generation: 1}),
+		"truncated":      good[:len(good)-1],
+		"trailing bytes": append(append([]byte(nil), good...), 0),
+		"a bad silo id":  encodeProbe(probeMessage{Kind: msgProbe, ID: "silo a", Round: 3}),
+	} {
+		_, err := decodeProbe(b)
+		assert.ErrorIs(t, err, errBadMeta, name)
+	}
+}
+
+func FuzzDecodeProbe(f *testing.F) {
+	f.Add(encodeProbe(probeMessage{Kind: msgProbe, ID: "silo-a", Round: 7}))
+	f.Add(encodeProbe(probeMessage{Kind: msgProbeAck, ID: "silo-b", Round: 0}))
+	f.Add([]byte{msgProbe})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeProbe(b)
+		if err != nil {
+			return
+		}
+		if checkSiloID(m.ID) != nil {
+			t.Fatalf("accepted silo id %q", m.ID)
+		}
+		again, err := decodeProbe(encodeProbe(m))
+		if err != nil || again != m {
+			t.Fatalf("round trip of %+v: %+v, %v", m, again, err)
+		}
+	})
+}
+
+// slowDeathTimings are the fast timings with a failure detector that takes
+// many probe intervals to declare a silo dead, so that a test can watch
+// the probes find a killed silo unreachable while it is still in the view.
+func slowDeathTimings() Timings {
+	t := FastTimings()
+	t.SuspicionMult = 60
+	return t
+}
+
+func TestAKilledSiloIsUnreachableBeforeItIsDeclaredDead(t *testing.T) {
+	var ms []*Membership
+	for i := range 3 {
+		opts := siloOptions(fmt.Sprintf("silo-%d", i))
+		opts.Timings = slowDeathTimings()
+		if i > 0 {
+			opts.Seeds = []string{ms[0].GossipAddress()}
+		}
+		ms = append(ms, startSilo(t, opts))
+	}
+	waitForViews(t, ms, ms...)
+	reach := func(m *Membership, id string) Reachability {
+		for _, r := range m.Reachability() {
+			if r.ID == id {
+				return r
+			}
+		}
+		return Reachability{ID: id}
+	}
+	for _, m := range ms {
+		require.Len(t, m.Reachability(), 3)
+		for _, other := range ms {
+			require.Eventually(t, func() bool { return reach(m, other.Local().ID).Reachable }, waitFor, 5*time.Millisecond,
+				"%s reaches %s", m.Local().ID, other.Local().ID)
+		}
+	}
+
+	ms[2].Kill()
+	for _, m := range ms[:2] {
+		require.Eventually(t, func() bool {
+			r := reach(m, "silo-2")
+			return !r.Reachable && r.Unanswered >= ProbeMisses
+		}, waitFor, 5*time.Millisecond, "%s never found silo-2 unreachable", m.Local().ID)
+		_, inView := m.View().Member("silo-2")
+		assert.True(t, inView, "%s: silo-2 is still in the view, suspected at most", m.Local().ID)
+		other := ms[1-indexOf(ms, m)].Local().ID
+		assert.True(t, reach(m, other).Reachable, "the survivors still reach each other: %v", m.Reachability())
+	}
+}
+
+func indexOf(ms []*Membership, m *Membership) int {
+	for i, x := range ms {
+		if x == m {
+			return i
+		}
+	}
+	return -1
+}
