@@ -88,12 +88,12 @@ func (s *Silo) metricStats() metrics.Stats {
 	return metrics.Stats{
 		Host: st.Host, Calls: st.Calls, Gateway: st.Gateway, Clients: st.Clients,
 		Links: st.Links, Directory: st.Directory, Flusher: st.Flusher,
-		Fenced: st.Fence.Fenced, Refused: st.Fence.Refused,
 		Members: metrics.MemberCounts{
 			Joining:      view.Count(cluster.StatusJoining),
 			Active:       view.Count(cluster.StatusActive),
 			ShuttingDown: view.Count(cluster.StatusShuttingDown),
 		},
+		Fenced: st.Fence.Fenced, Refused: st.Fence.Refused,
 	}
 }
 

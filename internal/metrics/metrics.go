@@ -29,9 +29,9 @@ type Stats struct {
 	Links     rpc.EndpointStats        // connections to other silos, open and closed
 	Directory directory.Stats          // this silo's part of the directory and its cache
 	Flusher   persistence.FlusherStats // the state writes
+	Members   MemberCounts             // the cluster as this silo acts on it
 	Fenced    bool                     // the minority fence is up
 	Refused   int64                    // grain calls refused while the fence was up
-	Members   MemberCounts             // the cluster as this silo acts on it
 }
 
 // MemberCounts are the silos of the cluster, this one included, by the
@@ -230,6 +230,16 @@ var observed = []instrument[Stats]{
 		},
 	},
 	{
+		Name: "granary.cluster.members", Unit: "{silo}", kind: upDown,
+		Description: "Silos of the cluster as this silo sees it, itself included, by state (joining, active, shutting-down); a silo alone counts itself.",
+		Attributes:  []string{string(keyState)},
+		observe: func(st *Stats, emit emit) {
+			emit(int64(st.Members.Joining), keyState.String("joining"))
+			emit(int64(st.Members.Active), keyState.String("active"))
+			emit(int64(st.Members.ShuttingDown), keyState.String("shutting-down"))
+		},
+	},
+	{
 		Name: "granary.fenced", Unit: "{fence}", kind: upDown,
 		Description: "1 while the minority fence is up: this silo cannot reach a majority of its cluster and refuses grain calls; else 0.",
 		observe: func(st *Stats, emit emit) {
@@ -244,16 +254,6 @@ var observed = []instrument[Stats]{
 		Name: "granary.fence.refused", Unit: "{call}", kind: counter,
 		Description: "Grain calls this silo refused (unavailable) while the minority fence was up.",
 		observe:     func(st *Stats, emit emit) { emit(st.Refused) },
-	},
-	{
-		Name: "granary.cluster.members", Unit: "{silo}", kind: upDown,
-		Description: "Silos of the cluster as this silo sees it, itself included, by state (joining, active, shutting-down); a silo alone counts itself.",
-		Attributes:  []string{string(keyState)},
-		observe: func(st *Stats, emit emit) {
-			emit(int64(st.Members.Joining), keyState.String("joining"))
-			emit(int64(st.Members.Active), keyState.String("active"))
-			emit(int64(st.Members.ShuttingDown), keyState.String("shutting-down"))
-		},
 	},
 	{
 		Name: "granary.gateway.connections", Unit: "{connection}", kind: upDown,
