@@ -36,7 +36,7 @@
 //
 // Named configurations (Configs, Named) let holders and middleware refer
 // to options by a case-insensitive name; a Group makes several limiters
-// one decision.
+// one decision, taken at once.
 //
 // # Guarantees and limits
 //
@@ -46,7 +46,11 @@
 // is not a globally synchronised deadline: activation and routing count
 // only against the caller's response timeout. State is snapshotted (every
 // 50 ms by default, and at once on configuration changes), so a crash
-// loses at most one period. A concurrency permit held by a client that
-// crashes is not returned by itself: Reset or Configure returns it.
+// loses at most one period. A concurrency lease expires unless its holder
+// renews it (holders do, in the background, one Renew per grain every
+// third of the LeaseTTL): the permits of a client that crashed come back
+// one time to live after its last renewal. TryAcquire answers at once and
+// never queues; AcquireMany and Group decide over several limits at once,
+// all or nothing, refunding time-based grants where the algorithm can.
 // docs/ratelimit.md is the full manual.
 package ratelimit

@@ -17,7 +17,7 @@ import (
 // grain reference renews all the leases it handed out in one Renew call
 // per round, every third of the time to live, so a lease survives two
 // lost rounds. Rounds run only while the reference has live leases: the
-// round after the last release finds none and arms nothing more.
+// last release stops them.
 
 // renewals are the live concurrency leases of one grain reference.
 type renewals struct {
@@ -25,10 +25,10 @@ type renewals struct {
 		sync.Mutex
 		leases map[uint64]renewed
 		ttl    time.Duration // the shortest time to live among them
-		// timer runs the next round. It is armed while leases are held and
-		// left to fire once after the last is released (it then finds
-		// nothing and stops), so that holders that acquire and release in a
-		// loop arm nothing per lease; a pending timer is no goroutine.
+		// timer runs the next round, armed while leases are held. It is
+		// made once per reference and reset, not made again, so that a
+		// holder that acquires and releases in a loop allocates nothing
+		// for renewals; a pending timer is no goroutine.
 		timer     *time.Timer
 		scheduled bool
 	}
@@ -70,12 +70,17 @@ func (g *grainRef) track(l *Lease) {
 	}
 }
 
-// untrack stops renewing l.
+// untrack stops renewing l; the last lease stops the rounds (the timer is
+// kept, to be reset by the next lease).
 func (g *grainRef) untrack(l *Lease) {
 	r := &g.renewals
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	delete(r.mu.leases, l.md.LeaseId)
-	r.mu.Unlock()
+	if len(r.mu.leases) == 0 && r.mu.scheduled {
+		r.mu.timer.Stop() // a round already on its way finds nothing, or renews early: both harmless
+		r.mu.scheduled, r.mu.ttl = false, 0
+	}
 }
 
 // renewRound is one round of renewals, run by the timer: one Renew for
@@ -96,7 +101,11 @@ func (g *grainRef) renewRound() {
 	r.mu.Unlock()
 	g.renewOnce(ids, interval)
 	r.mu.Lock()
-	r.mu.timer.Reset(interval)
+	if r.mu.scheduled && len(r.mu.leases) > 0 {
+		r.mu.timer.Reset(interval)
+	} else {
+		r.mu.scheduled, r.mu.ttl = false, 0
+	}
 	r.mu.Unlock()
 }
 

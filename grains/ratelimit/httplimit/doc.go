@@ -28,9 +28,11 @@
 // assumes no authentication framework. A rule whose extractor finds
 // nothing in a request does not apply to it.
 //
-// The rules of a middleware are one decision, in order: a request passes
-// only when every rule that applies grants it a permit; on the first
-// rejection the permits already taken go back. A rule naming a
+// The rules of a middleware are one decision (ratelimit.AcquireMany): the
+// acquisitions of every rule that applies are sent at once, and a request
+// passes only when all of them grant a permit; when any refuses, what the
+// others granted goes back (time-based quota refunded as far as the
+// algorithm can), and the first refusing rule in order answers. A rule naming a
 // configuration that does not exist makes New fail: a missing limit is a
 // startup error, never a request that silently passes.
 //

@@ -24,11 +24,11 @@ const (
 
 // Options configure a Middleware.
 type Options struct {
-	// Rules are the limits every request passes, in order: one group
-	// decision. A request is let through only when every rule that
-	// applies to it grants a permit; on the first rejection the permits
-	// already taken are released and the request is answered 429. At
-	// least one rule is required.
+	// Rules are the limits every request passes: one decision, sent at
+	// once. A request is let through only when every rule that applies
+	// to it grants a permit; otherwise what the others granted is given
+	// back and the first refusing rule, in order, answers 429. At least
+	// one rule is required.
 	Rules []Rule
 
 	// TrustedProxies lists the proxies (CIDR prefixes such as
