@@ -185,3 +185,56 @@ func activeOn(c *testcluster.Cluster, i int, id actor.GrainID) int {
 	}
 	return 0
 }
+
+func TestASiloWhoseGossipIsCutOffIsFencedWhileTheMajorityServesItsGrains(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{
+		Silos:    3,
+		Register: func(s *silo.Silo) error { return testgrain.RegisterCounterGrain(s, testgrain.New(nil)) },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	viaSilo := func(i int) *client.Client {
+		return c.NewClient(client.Options{Gateways: []string{c.Silo(i).GatewayAddr().String()}})
+	}
+	majority, minority := viaSilo(0), viaSilo(2)
+	for i := range 3 {
+		require.Eventually(t, func() bool { return len(c.Silo(i).Stats().Fence.Stable) == 3 }, 10*time.Second, 5*time.Millisecond)
+	}
+	ids := make([]actor.GrainID, 6)
+	for i := range ids {
+		ids[i] = actor.GrainID{Type: testgrain.CounterGrainType, Key: fmt.Sprint("cut-", i)}
+		_, err := testgrain.NewCounterRef(majority, ids[i].Key).Add(ctx, &testgrain.AddRequest{Delta: 1}, c.PlaceOn(i%3))
+		require.NoError(t, err)
+	}
+
+	c.Partition([]int{0, 1}, []int{2})
+	require.Eventually(t, func() bool { return c.Silo(2).Stats().Fence.Fenced }, 30*time.Second, 5*time.Millisecond)
+	require.ErrorIs(t, c.Silo(2).Ready(), silo.ErrFenced)
+	_, err := testgrain.NewCounterRef(minority, ids[2].Key).Get(ctx, &testgrain.GetRequest{})
+	require.ErrorIs(t, err, proxy.ErrUnavailable)
+	assert.ErrorContains(t, err, "unreachable")
+
+	// The majority declares silo-2 dead and serves every grain, state and
+	// all; nothing runs on silo-2 meanwhile.
+	for _, id := range ids {
+		require.Eventually(t, func() bool {
+			r, err := testgrain.NewCounterRef(majority, id.Key).Get(ctx, &testgrain.GetRequest{}, proxy.WithTimeout(2*time.Second))
+			return err == nil && r.GetValue() == 1
+		}, 30*time.Second, 20*time.Millisecond, "%s through the majority", id)
+		assert.Equal(t, 0, activeOn(c, 2, id), "%s runs on the fenced silo", id)
+	}
+	for i := range 2 {
+		assert.NoError(t, c.Silo(i).Ready())
+		assert.False(t, c.Silo(i).Stats().Fence.Fenced)
+	}
+
+	c.Heal()
+	require.Eventually(t, func() bool { return c.Silo(2).Ready() == nil }, 30*time.Second, 10*time.Millisecond, "silo-2 never unfenced")
+	for _, id := range ids {
+		require.Eventually(t, func() bool {
+			r, err := testgrain.NewCounterRef(minority, id.Key).Get(ctx, &testgrain.GetRequest{}, proxy.WithTimeout(2*time.Second))
+			return err == nil && r.GetValue() == 1
+		}, 30*time.Second, 20*time.Millisecond, "%s through the healed silo", id)
+		assert.Equal(t, 1, c.Activations(id), "%s has one activation", id)
+	}
+}
