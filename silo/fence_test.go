@@ -16,6 +16,7 @@ import (
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/cluster"
 	"github.com/granary-go/granary/internal/ring"
+	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
@@ -101,8 +102,7 @@ func TestASiloCutOffFromTheMajorityRefusesCallsUntilTheCutHeals(t *testing.T) {
 	// are once a real cut has the majority declare silo-2 dead.
 	ids := grainsKeptBy(6, "silo-0", "silo-1")
 	for i, id := range ids {
-		_, err := testgrain.NewCounterRef(majority, id.Key).Add(ctx, &testgrain.AddRequest{Delta: 1}, c.PlaceOn(i%3))
-		require.NoError(t, err)
+		addOnce(t, ctx, majority, id, c.PlaceOn(i%3))
 	}
 	for i := range 3 {
 		require.Eventually(t, func() bool { return len(c.Silo(i).Stats().Fence.Stable) == 3 }, 10*time.Second, 5*time.Millisecond,
@@ -203,8 +203,7 @@ func TestASiloWhoseGossipIsCutOffIsFencedWhileTheMajorityServesItsGrains(t *test
 	ids := make([]actor.GrainID, 6)
 	for i := range ids {
 		ids[i] = actor.GrainID{Type: testgrain.CounterGrainType, Key: fmt.Sprint("cut-", i)}
-		_, err := testgrain.NewCounterRef(majority, ids[i].Key).Add(ctx, &testgrain.AddRequest{Delta: 1}, c.PlaceOn(i%3))
-		require.NoError(t, err)
+		addOnce(t, ctx, majority, ids[i], c.PlaceOn(i%3))
 	}
 
 	c.Partition([]int{0, 1}, []int{2})
@@ -235,6 +234,29 @@ func TestASiloWhoseGossipIsCutOffIsFencedWhileTheMajorityServesItsGrains(t *test
 			r, err := testgrain.NewCounterRef(minority, id.Key).Get(ctx, &testgrain.GetRequest{}, proxy.WithTimeout(2*time.Second))
 			return err == nil && r.GetValue() == 1
 		}, 30*time.Second, 20*time.Millisecond, "%s through the healed silo", id)
-		assert.Equal(t, 1, c.Activations(id), "%s has one activation", id)
 	}
+	// A call through silo-2 right after the heal may activate a grain
+	// there before the directories have merged; their duplicate
+	// resolution leaves one.
+	for _, id := range ids {
+		require.Eventually(t, func() bool { return c.Activations(id) == 1 }, 30*time.Second, 10*time.Millisecond,
+			"%s keeps %d activations", id, c.Activations(id))
+	}
+}
+
+// addOnce adds 1 to id's counter. A call that failed unsent (a link that a
+// loaded machine's stall closed) cannot have run, and is tried again: the
+// setup is not what the tests check.
+func addOnce(t *testing.T, ctx context.Context, c *client.Client, id actor.GrainID, opts ...proxy.CallOption) {
+	t.Helper()
+	var err error
+	for range 5 {
+		if _, err = testgrain.NewCounterRef(c, id.Key).Add(ctx, &testgrain.AddRequest{Delta: 1}, opts...); err == nil {
+			return
+		}
+		if !errors.Is(err, rpc.ErrNotSent) {
+			break
+		}
+	}
+	require.NoError(t, err, "%s", id)
 }
