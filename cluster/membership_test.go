@@ -51,9 +51,20 @@ func startSilo(t testing.TB, opts Options, optFns ...Option) *Membership {
 // and waits until every view shows all of them.
 func startSilos(t testing.TB, n int) []*Membership {
 	t.Helper()
-	ms := []*Membership{startSilo(t, siloOptions("silo-0"))}
+	return startSilosWith(t, n, FastTimings())
+}
+
+// startSilosWith is startSilos with other timings.
+func startSilosWith(t testing.TB, n int, timings Timings) []*Membership {
+	t.Helper()
+	options := func(id string, seeds ...string) Options {
+		o := siloOptions(id, seeds...)
+		o.Timings = timings
+		return o
+	}
+	ms := []*Membership{startSilo(t, options("silo-0"))}
 	for i := 1; i < n; i++ {
-		ms = append(ms, startSilo(t, siloOptions(fmt.Sprintf("silo-%d", i), ms[0].GossipAddress())))
+		ms = append(ms, startSilo(t, options(fmt.Sprintf("silo-%d", i), ms[0].GossipAddress())))
 	}
 	waitForViews(t, ms, ms...)
 	return ms
@@ -379,8 +390,12 @@ func TestAMemberWithUnreadableMetadataIsInvisible(t *testing.T) {
 	assert.Equal(t, versionBefore, v.Version)
 }
 
+// The silos probe with partitionTimings: the test counts departures, and a
+// live silo falsely declared dead on a loaded machine (and revived by the
+// rejoin loop) would add departures and joins that say nothing of the
+// subscriber's queue.
 func TestASlowSubscriberDoesNotStallGossip(t *testing.T) {
-	ms := startSilos(t, 3)
+	ms := startSilosWith(t, 3, partitionTimings())
 	_, slow := ms[0].Subscribe() // never read until the end
 	_, watcher := ms[0].Subscribe()
 
@@ -396,7 +411,7 @@ func TestASlowSubscriberDoesNotStallGossip(t *testing.T) {
 		}
 	}
 	ms[2].Kill()
-	e := waitForEvent(t, watcher, detectionBound(FastTimings(), 3), departureOf("silo-2"))
+	e := waitForEvent(t, watcher, detectionBound(partitionTimings(), 3), departureOf("silo-2"))
 	assert.Equal(t, EventFailed, e.Kind)
 
 	// The slow queue kept every departure and, per member, only the newest

@@ -136,10 +136,12 @@ func TestASiloKilledAndRestartedWithTheSameCommandRejoinsItsCluster(t *testing.T
 	gossip := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	gateways := make([]string, 3)
 	silos := make([]*loggedSilo, 3)
+	secret := writeFile(t, "cluster.secret", "the cluster's secret of 32 bytes")
 	for i, name := range names {
 		gateways[i] = freeAddr(t)
 		args := []string{"-name", name, "-gateway", gateways[i], "-silo-address", freeAddr(t),
-			"-gossip", gossip[i], "-seeds", strings.Join(gossip, ","), "-timings", "fast"}
+			"-gossip", gossip[i], "-seeds", strings.Join(gossip, ","), "-timings", "fast",
+			"-secret-file", secret}
 		silos[i] = startLoggedSilo(t, bin, name, args)
 	}
 	start := time.Now()

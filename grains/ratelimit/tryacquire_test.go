@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"github.com/granary-go/granary/actor"
 	"testing"
 	"time"
 
@@ -18,14 +19,18 @@ import (
 
 // twoSilos starts a cluster of two silos and returns a client of each
 // gateway: whichever silo a limiter lives on, one of them reaches it
-// through the other silo.
+// through the other silo. The clients hold the fixture's token, with the
+// admin right that replenishing and configuring need.
 func twoSilos(t *testing.T) []proxy.Caller {
 	t.Helper()
 	c := testcluster.New(t, testcluster.Options{Silos: 2,
+		Configure: func(_ int, o *silo.Options) {
+			o.Security.ClientTokens = []silo.ClientToken{{Name: fixtureToken.Name, Secret: fixtureToken.Secret, Rights: actor.RightAdmin}}
+		},
 		Register: func(s *silo.Silo) error { return ratelimit.Register(s, ratelimit.Defaults{}) }})
 	var callers []proxy.Caller
 	for _, gw := range c.Gateways() {
-		callers = append(callers, c.NewClient(client.Options{Gateways: []string{gw}}))
+		callers = append(callers, c.NewClient(client.Options{Gateways: []string{gw}, Token: &fixtureToken}))
 	}
 	return callers
 }
