@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/grains/ratelimit/internal/retryafter"
@@ -217,34 +216,12 @@ func (s *service) Acquire(ctx context.Context, req *connect.Request[apiv1.Acquir
 	if err != nil {
 		return nil, codeOf(err)
 	}
-	permits := int64(1)
-	if m.Permits != nil {
-		permits = m.GetPermits()
-	}
-	lease, err := alg.acquire(ctx, s.caller, m.GetKey(), permits, o)
+	lease, err := alg.acquire(ctx, s.caller, m.GetKey(), permitsOf(m), o)
 	if err != nil {
 		return nil, codeOf(err)
 	}
 	lease.Detach() // the remote caller renews it (Renew)
-	out := &apiv1.AcquireResponse{
-		Acquired:        lease.Acquired(),
-		LeaseId:         lease.ID(),
-		ReleaseOptional: lease.ReleaseOptional(),
-		Reason:          lease.Reason(),
-	}
-	if d := lease.RetryAfter(); d > 0 {
-		out.RetryAfter = durationpb.New(d)
-	}
-	if d := lease.TTL(); d > 0 {
-		out.LeaseTtl = durationpb.New(d)
-	}
-	for name, value := range lease.Metadata() {
-		if out.Metadata == nil {
-			out.Metadata = make(map[string]string, 2)
-		}
-		out.Metadata[name] = value
-	}
-	resp := connect.NewResponse(out)
+	resp := connect.NewResponse(leaseResponse(lease))
 	if !lease.Acquired() {
 		resp.Header().Set("Retry-After", strconv.FormatInt(retryafter.Seconds(lease.RetryAfter()), 10))
 	}
