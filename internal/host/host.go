@@ -478,15 +478,7 @@ func (h *Host) IsActive(id actor.GrainID) bool {
 
 // Active lists the grains active on this host (as IsActive counts them).
 func (h *Host) Active() []actor.GrainID {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	ids := make([]actor.GrainID, 0, h.mu.acts.len())
-	for a := range h.mu.acts.all {
-		if a.serving.Load() {
-			ids = append(ids, a.id)
-		}
-	}
-	return ids
+	return h.grainsWhere(func(a *activation) bool { return a.serving.Load() })
 }
 
 // Registered lists the grains whose activation here holds their
@@ -494,11 +486,16 @@ func (h *Host) Active() []actor.GrainID {
 // still registering and those that won and still activate (core.claims).
 // It is what a directory rebuilding a range asks of each silo.
 func (h *Host) Registered() []actor.GrainID {
+	return h.grainsWhere(func(a *activation) bool { return a.claiming.Load() })
+}
+
+// grainsWhere lists the grains whose activation here is as keep says.
+func (h *Host) grainsWhere(keep func(*activation) bool) []actor.GrainID {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	ids := make([]actor.GrainID, 0, h.mu.acts.len())
 	for a := range h.mu.acts.all {
-		if a.claiming.Load() {
+		if keep(a) {
 			ids = append(ids, a.id)
 		}
 	}
