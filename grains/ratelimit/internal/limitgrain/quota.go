@@ -89,24 +89,35 @@ var exactReply = &pb.QuotaReply{Exact: true}
 
 // LeaseQuota hands the holder a slice of the current interval: its fair
 // share of the free permits, charged to the algorithm as one grant. The
-// state is stored before the answer, so that an activation after a crash
-// or a move counts the slice; when the store fails, the slice is refunded
-// and the holder told to acquire per call.
+// holder's bound options, when it sends them, are installed first when
+// they differ, as AcquireAndCheckConfiguration does. The state is stored
+// before the answer, so that an activation after a crash or a move counts
+// the slice; when the store fails, the slice is refunded and the holder
+// told to acquire per call. While acquisitions wait, nothing changes and
+// the holder is told to acquire per call.
 func (g *grain[O, P, R]) LeaseQuota(_ context.Context, in *pb.QuotaRequest) (*pb.QuotaReply, error) {
+	if !g.idle() {
+		return exactReply, nil
+	}
+	now := g.act.Now()
 	if len(in.Options) > 0 {
+		// The holder's bound options win, as in AcquireAndCheckConfiguration.
 		o, ok := g.decodeOptions(in.Options)
 		if !ok {
 			return nil, errNoOptions
 		}
 		if o != g.options {
-			return exactReply, nil // the holder's next acquisition reconfigures
+			trial, err := g.trial(o, 0, now)
+			if err != nil {
+				return nil, err
+			}
+			g.reconfigure(o, trial, now)
 		}
 	}
 	iv, ok := g.core.(intervaler)
-	if !ok || g.refunder == nil || !g.idle() {
+	if !ok || g.refunder == nil {
 		return exactReply, nil
 	}
-	now := g.act.Now()
 	if at, due := g.core.NextTick(now); due && !at.After(now) {
 		// An overdue tick ends the interval first: a slice charged to
 		// the old one would expire at once.

@@ -58,19 +58,24 @@ func TestNoSliceUnderManualReplenishment(t *testing.T) {
 	require.Equal(t, int64(10), stats(t, g).AvailablePermits)
 }
 
-func TestNoSliceForOtherOptions(t *testing.T) {
+func TestASliceRequestInstallsTheHoldersOptions(t *testing.T) {
 	f := newRuntime(t, pb.FixedWindowLimiterGrainType)
 	g := newFixed(f, autoFixed)
 	other := autoFixed
 	other.PermitLimit = 5
 	encoded, err := proxy.AppendMessage(nil, contract.FixedWindowToWire(other))
 	require.NoError(t, err)
-	require.True(t, leaseQuota(t, g, &pb.QuotaRequest{Holder: 1, Rate: 1000, Need: 1, Options: encoded}).Exact)
-	same, err := proxy.AppendMessage(nil, contract.FixedWindowToWire(autoFixed))
+	require.Equal(t, int64(5), leaseQuota(t, g, &pb.QuotaRequest{Holder: 1, Rate: 1000, Need: 1, Options: encoded}).Permits)
+	require.Equal(t, other, g.options)
+	require.True(t, g.configured)
+
+	invalid, err := proxy.AppendMessage(nil, contract.FixedWindowToWire(limiter.FixedWindowOptions{PermitLimit: -1}))
 	require.NoError(t, err)
-	require.Positive(t, leaseQuota(t, g, &pb.QuotaRequest{Holder: 1, Rate: 1000, Need: 1, Options: same}).Permits)
+	_, err = g.LeaseQuota(context.Background(), &pb.QuotaRequest{Holder: 1, Options: invalid})
+	require.Error(t, err, "invalid options")
 	_, err = g.LeaseQuota(context.Background(), &pb.QuotaRequest{Holder: 1, Options: []byte{0xff}})
 	require.Error(t, err, "options that do not decode")
+	require.Equal(t, other, g.options, "nothing changed")
 }
 
 func TestASliceTheStoreRefusedIsRefunded(t *testing.T) {
@@ -134,7 +139,7 @@ func FuzzSliceRequests(f *testing.F) {
 	f.Fuzz(func(t *testing.T, request, giveBack []byte) {
 		rt := newRuntime(t, pb.FixedWindowLimiterGrainType)
 		g := newFixed(rt, fuzzFixed)
-		limit := fuzzFixed.PermitLimit
+		options := g.options
 		var handed int64
 		for range 3 {
 			in := new(pb.QuotaRequest)
@@ -143,7 +148,11 @@ func FuzzSliceRequests(f *testing.F) {
 			}
 			r, err := g.LeaseQuota(context.Background(), in)
 			if err != nil {
+				require.Equal(t, options, g.options, "a refused request changes nothing")
 				continue
+			}
+			if g.options != options { // the request's options were installed: a fresh limiter
+				options, handed = g.options, 0
 			}
 			handed += r.Permits
 			ret := new(pb.ReturnQuotaRequest)
@@ -156,7 +165,7 @@ func FuzzSliceRequests(f *testing.F) {
 			}
 			avail := stats(t, g).AvailablePermits
 			require.GreaterOrEqual(t, avail, int64(0))
-			require.Equal(t, limit, avail+handed, "every permit is free or in a slice")
+			require.Equal(t, options.PermitLimit, avail+handed, "every permit is free or in a slice")
 		}
 	})
 }

@@ -150,7 +150,7 @@ func (h *Holder) Take(now time.Time, n int64, try, waited bool) (Answer, time.Du
 	s := &h.slice
 	live := !s.deadline.IsZero() && now.Before(s.deadline)
 	switch {
-	case live && s.remaining >= n:
+	case live && s.remaining >= n && (n > 0 || s.remaining > 0): // zero permits: something must be free
 		s.remaining -= n
 		s.granted += n
 		h.stats.Local++
@@ -175,7 +175,7 @@ func (h *Holder) count(now time.Time, n int64) {
 	if h.periodStart.IsZero() {
 		h.periodStart = now
 	}
-	threshold := max(h.opts.MinRate*int64(ratePeriod)/int64(time.Second), 1)
+	threshold := max(h.opts.MinRate/int64(time.Second/ratePeriod), 1)
 	if elapsed := now.Sub(h.periodStart); elapsed >= ratePeriod {
 		if elapsed >= 2*ratePeriod {
 			h.prev = 0 // a whole period passed without demand

@@ -245,3 +245,9 @@ func TestHolderPausesWhenIntervalsAreTooShortForItsRoundTrips(t *testing.T) {
 	_, ok := h.Refill(epoch.Add(3*time.Millisecond), 1)
 	require.False(t, ok, "no more slices for a while")
 }
+
+func TestHolderWithAHugeMinRateStaysCold(t *testing.T) {
+	h := NewHolder(1, Options{MinRate: 1 << 62})
+	hot(h, epoch)
+	require.False(t, h.Leasing())
+}
