@@ -50,7 +50,8 @@ type Allocator struct {
 // now, in interval iv: what brings it to its max-min fair share of the
 // interval's quota (the permits available plus those already granted in
 // it) among the claims of the holders active in the last two intervals,
-// at least r.Need when that many are free, at most available. It records
+// but no more than its demand over SliceHorizon; at least r.Need when that
+// many are free, at most available. It records
 // r's claim, not the grant: call Granted with what was charged.
 func (a *Allocator) Size(now time.Time, iv Interval, r Request, available int64) int64 {
 	mine, had := a.note(now, iv, r)
@@ -74,9 +75,15 @@ func (a *Allocator) Size(now time.Time, iv Interval, r Request, available int64)
 		}
 	}
 	a.scratch = others
-	share := fairShare(capacity, mine, others) - had
+	share := min(fairShare(capacity, mine, others)-had, perInterval(r.Rate, SliceHorizon))
 	return min(max(share, min(max(r.Need, 1), available)), available)
 }
+
+// SliceHorizon bounds a slice to the holder's demand over this long: a
+// holder comes back for more at least this often, so that what it did
+// not ask for yet stays in the grain for the holders that come later in
+// a long interval.
+const SliceHorizon = 250 * time.Millisecond
 
 // note records r's claim and returns the holder's claim on iv (at least
 // what it had plus what it needs now) and what it had in iv already.

@@ -50,7 +50,11 @@
 // below the water level are met, the others get the level. When every
 // claim fits, the quota beyond the claims is split evenly among the
 // active holders, so that what nobody claims is not kept from a holder
-// whose demand grew. A request always gets at least the permits of the
+// whose demand grew. A slice holds no more than the holder's demand over a
+// quarter of a second (SliceHorizon, Doorman's refresh interval in
+// effect): the holder comes back for more, and what it has not asked for
+// stays in the grain for the holders that arrive later in a long
+// interval. A request always gets at least the permits of the
 // acquisitions it carries (the one that made the holder ask, and those
 // expected while the answer travels), when they are free, as per-call
 // acquisitions would.

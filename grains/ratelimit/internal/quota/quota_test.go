@@ -81,13 +81,23 @@ func TestAllocatorSharesAnIntervalAmongActiveHolders(t *testing.T) {
 	require.Equal(t, int64(25), a.Size(iv.End, next, Request{Holder: 0, Rate: 100, Need: 1}, 100))
 }
 
-func TestAllocatorGivesAwayWhatNobodyClaims(t *testing.T) {
+func TestAllocatorGivesAwayWhatNobodyClaimsWithinTheHorizon(t *testing.T) {
 	var a Allocator
-	iv := Interval{End: epoch.Add(time.Second), Length: time.Second}
-	a.Size(epoch, iv, Request{Holder: 1, Rate: 10, Need: 1}, 1000)
-	// Holder 2 wants 10 of 1000, holder 1 claims 10: 980 are left, half
-	// of which go to holder 2.
-	require.Equal(t, int64(10+490), a.Size(epoch, iv, Request{Holder: 2, Rate: 10, Need: 1}, 1000))
+	iv := Interval{End: epoch.Add(100 * time.Millisecond), Length: 100 * time.Millisecond}
+	a.Size(epoch, iv, Request{Holder: 1, Rate: 1000, Need: 1}, 1000)
+	// Holder 2 claims 100 of 1000, holder 1 another 100: half of the 800
+	// left would go to holder 2 as well, but a slice holds no more than
+	// 250 ms of its demand.
+	require.Equal(t, int64(250), a.Size(epoch, iv, Request{Holder: 2, Rate: 1000, Need: 1}, 1000))
+}
+
+func TestAllocatorKeepsALongIntervalForLaterHolders(t *testing.T) {
+	var a Allocator
+	iv := Interval{End: epoch.Add(time.Hour), Length: time.Hour}
+	n := a.Size(epoch, iv, Request{Holder: 1, Rate: 1000, Need: 1}, 1<<40)
+	require.Equal(t, int64(250), n, "a quarter second of demand")
+	a.Granted(1, iv, n)
+	require.Equal(t, int64(250), a.Size(epoch, iv, Request{Holder: 2, Rate: 1000, Need: 1}, 1<<40-n))
 }
 
 func TestAllocatorForgetsHoldersThatStoppedAsking(t *testing.T) {
