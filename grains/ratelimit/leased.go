@@ -95,24 +95,25 @@ func newLeasedQuota[O Options](h *Holder[O], o LeaseOptions) *leasedQuota {
 	if o.MinRate <= 0 {
 		o.MinRate = DefaultLeaseMinRate
 	}
-	q := &leasedQuota{opts: o, methods: h.kind.methods, holderID: randomID()}
+	var options []byte
 	if h.hasBound && h.boundErr == nil {
-		q.options, _ = proxy.AppendMessage(nil, h.boundP) // encoded by AppendMessage once already
+		options, _ = proxy.AppendMessage(nil, h.boundP) // encoded by AppendMessage once already
 	}
-	q.granted = &Lease{grain: h.grain}
-	q.granted.md.Acquired, q.granted.md.ReleaseOptional = true, true
-	q.mu.core = quota.NewHolder(q.holderID, quota.Options{MinRate: o.MinRate})
-	return q
+	return leasing(h.grain, h.kind.methods, o, options)
 }
 
 // forKey is a fresh leasedQuota with the same options, for the holder of
 // another key.
 func (q *leasedQuota) forKey(g *grainRef) *leasedQuota {
-	n := &leasedQuota{opts: q.opts, methods: q.methods, options: q.options, holderID: randomID()}
-	n.granted = &Lease{grain: g}
-	n.granted.md.Acquired, n.granted.md.ReleaseOptional = true, true
-	n.mu.core = quota.NewHolder(n.holderID, quota.Options{MinRate: q.opts.MinRate})
-	return n
+	return leasing(g, q.methods, q.opts, q.options)
+}
+
+func leasing(g *grainRef, methods methodSet, o LeaseOptions, options []byte) *leasedQuota {
+	q := &leasedQuota{opts: o, methods: methods, options: options, holderID: randomID()}
+	q.granted = &Lease{grain: g}
+	q.granted.md.Acquired, q.granted.md.ReleaseOptional = true, true
+	q.mu.core = quota.NewHolder(q.holderID, quota.Options{MinRate: o.MinRate})
+	return q
 }
 
 func randomID() uint64 {

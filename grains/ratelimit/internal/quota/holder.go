@@ -142,7 +142,9 @@ func (h *Holder) ID() uint64 { return h.id }
 // comes with the time until the holder asks for the next interval's
 // slice.
 func (h *Holder) Take(now time.Time, n int64, try, waited bool) (Answer, time.Duration) {
-	h.count(now, n)
+	if !waited { // counted when it first came
+		h.count(now, n)
+	}
 	if !h.leasing {
 		h.stats.Calls++
 		return Call, 0
