@@ -13,7 +13,8 @@ func LeasedStats[O Options](h *Holder[O]) (quota.Stats, []quota.IntervalCount, b
 	return st, intervals, true
 }
 
-// AnsweredLocally reports whether l was granted from h's slice.
+// AnsweredLocally reports whether l was granted from h's slice with no
+// wait for a slice request.
 func AnsweredLocally[O Options](h *Holder[O], l *Lease) bool {
 	return h.leased != nil && l == h.leased.granted
 }

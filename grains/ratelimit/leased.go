@@ -84,11 +84,14 @@ type leasedQuota struct {
 	}
 	calls sync.WaitGroup // slice requests and returns on their way
 
-	opts     LeaseOptions
-	methods  methodSet
-	options  []byte // the holder's bound options, encoded, for the grain's check
-	granted  *Lease // every local grant: immutable, so that one serves all
-	holderID uint64
+	opts    LeaseOptions
+	methods methodSet
+	options []byte // the holder's bound options, encoded, for the grain's check
+	granted *Lease // every local grant: immutable, so that one serves all
+	// afterWait is granted's twin for the grants that waited for a slice,
+	// so that tests and benchmarks tell answers with no wait apart.
+	afterWait *Lease
+	holderID  uint64
 }
 
 func newLeasedQuota[O Options](h *Holder[O], o LeaseOptions) *leasedQuota {
@@ -110,8 +113,9 @@ func (q *leasedQuota) forKey(g *grainRef) *leasedQuota {
 
 func leasing(g *grainRef, methods methodSet, o LeaseOptions, options []byte) *leasedQuota {
 	q := &leasedQuota{opts: o, methods: methods, options: options, holderID: randomID()}
-	q.granted = &Lease{grain: g}
+	q.granted, q.afterWait = &Lease{grain: g}, &Lease{grain: g}
 	q.granted.md.Acquired, q.granted.md.ReleaseOptional = true, true
+	q.afterWait.md.Acquired, q.afterWait.md.ReleaseOptional = true, true
 	q.mu.core = quota.NewHolder(q.holderID, quota.Options{MinRate: o.MinRate})
 	return q
 }
@@ -147,6 +151,9 @@ func (q *leasedQuota) acquire(ctx context.Context, g *grainRef, n int64, try boo
 		q.mu.Unlock()
 		switch answer {
 		case quota.Granted:
+			if waited {
+				return q.afterWait, true, nil
+			}
 			return q.granted, true, nil
 		case quota.Rejected:
 			return exhaustedLease(g, retryAfter), true, nil
