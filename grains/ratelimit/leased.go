@@ -81,6 +81,12 @@ type leasedQuota struct {
 		// ready is closed when the slice request on its way is answered.
 		ready  chan struct{}
 		closed bool
+		// rejected is the last local rejection, shared by the rejections
+		// with the same RETRY_AFTER (whole milliseconds): an exhausted hot
+		// key rejects at the holder's speed, and would otherwise allocate
+		// a lease and its text for each.
+		rejected      *Lease
+		rejectedAfter time.Duration
 	}
 	calls sync.WaitGroup // slice requests and returns on their way
 
@@ -148,6 +154,10 @@ func (q *leasedQuota) acquire(ctx context.Context, g *grainRef, n int64, try boo
 			go q.giveBack(g, id, unused)
 		}
 		ready := q.mu.ready
+		var rejected *Lease
+		if answer == quota.Rejected {
+			rejected = q.rejectedLocked(g, retryAfter)
+		}
 		q.mu.Unlock()
 		switch answer {
 		case quota.Granted:
@@ -156,7 +166,7 @@ func (q *leasedQuota) acquire(ctx context.Context, g *grainRef, n int64, try boo
 			}
 			return q.granted, true, nil
 		case quota.Rejected:
-			return exhaustedLease(g, retryAfter), true, nil
+			return rejected, true, nil
 		case quota.Wait:
 			if ready == nil {
 				return nil, false, nil
@@ -171,6 +181,16 @@ func (q *leasedQuota) acquire(ctx context.Context, g *grainRef, n int64, try boo
 			return nil, false, nil
 		}
 	}
+}
+
+// rejectedLocked returns the local rejection for retryAfter, rounded up to
+// whole milliseconds so that a retry never comes early.
+func (q *leasedQuota) rejectedLocked(g *grainRef, retryAfter time.Duration) *Lease {
+	d := (retryAfter + time.Millisecond - 1).Truncate(time.Millisecond)
+	if q.mu.rejected == nil || q.mu.rejectedAfter != d {
+		q.mu.rejected, q.mu.rejectedAfter = exhaustedLease(g, d), d
+	}
+	return q.mu.rejected
 }
 
 // exhaustedLease is a local rejection: the interval's quota is gone until

@@ -41,7 +41,11 @@ func TestALeasedHolderAnswersAHotKeyFromItsSlice(t *testing.T) {
 				require.True(t, l.ReleaseOptional())
 				require.Zero(t, l.ID())
 			}
-			require.Equal(t, 1, e.calls.count(pb.FixedWindowLimiterGrainType, "LeaseQuota")-before, "one slice answered them all")
+			// Slices grow with the demand the holder sees: a few answered
+			// them all.
+			slices := e.calls.count(pb.FixedWindowLimiterGrainType, "LeaseQuota") - before
+			require.Positive(t, slices)
+			require.Less(t, slices, 15)
 			require.Equal(t, acquires, e.calls.count(pb.FixedWindowLimiterGrainType, "AcquireAndCheckConfiguration"), "no acquisition was a call")
 			got, err := h.Configuration(ctx)
 			require.NoError(t, err)
@@ -103,7 +107,7 @@ func TestClosingALeasedHolderGivesBackWhatItDidNotUse(t *testing.T) {
 	}
 	st, err := h.Statistics(ctx)
 	require.NoError(t, err)
-	require.Zero(t, st.AvailablePermits, "the only holder had the whole window")
+	require.LessOrEqual(t, st.AvailablePermits, hourWindow.PermitLimit-10, "what was used, and what the slice holds")
 	require.NoError(t, h.Close(ctx))
 	require.NoError(t, h.Close(ctx), "twice")
 	st, err = h.Statistics(ctx)
@@ -187,25 +191,28 @@ func TestANamedConfigurationLeases(t *testing.T) {
 		}
 	}
 	require.NoError(t, any.(*ratelimit.Holder[ratelimit.FixedWindowOptions]).Close(ctx))
-	require.Equal(t, 2, e.calls.count(pb.FixedWindowLimiterGrainType, "LeaseQuota"), "one slice per holder")
-	require.Zero(t, e.calls.count(pb.FixedWindowLimiterGrainType, "AcquireAndCheckConfiguration"))
+	require.GreaterOrEqual(t, e.calls.count(pb.FixedWindowLimiterGrainType, "LeaseQuota"), 2, "slices for both holders")
+	require.Zero(t, e.calls.count(pb.FixedWindowLimiterGrainType, "AcquireAndCheckConfiguration"), "no acquisition was a call")
 }
 
 func TestForKeyOfALeasedHolderLeasesItsOwnKey(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	h := ratelimit.FixedWindow(e.caller(viaSilo), "for-key-a", hourWindow).Leased(hotFromTheStart)
-	closeHolder(t, h)
 	other := h.ForKey("for-key-b")
-	closeHolder(t, other)
-	for _, l := range []*ratelimit.Holder[ratelimit.FixedWindowOptions]{h, other} {
-		lease, err := l.Acquire(ctx, 1)
-		require.NoError(t, err)
-		require.True(t, lease.Acquired())
+	for i, l := range []*ratelimit.Holder[ratelimit.FixedWindowOptions]{h, other} {
+		for range 1 + 4*i {
+			lease, err := l.Acquire(ctx, 1)
+			require.NoError(t, err)
+			require.True(t, lease.Acquired())
+		}
+		_, _, leased := ratelimit.LeasedStats(l)
+		require.True(t, leased)
+		require.NoError(t, l.Close(ctx))
 	}
-	for _, key := range []string{"for-key-a", "for-key-b"} {
+	for i, key := range []string{"for-key-a", "for-key-b"} {
 		st, err := ratelimit.FixedWindow(e.caller(viaSilo), key).Statistics(ctx)
 		require.NoError(t, err)
-		require.Equal(t, int64(0), st.AvailablePermits, fmt.Sprintf("%s: one slice took its window", key))
+		require.Equal(t, hourWindow.PermitLimit-1-4*int64(i), st.AvailablePermits, fmt.Sprintf("%s: what its holder used", key))
 	}
 }
