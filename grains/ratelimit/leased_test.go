@@ -130,6 +130,7 @@ func TestAColdLeasedHolderAcquiresPerCall(t *testing.T) {
 		l, err := h.Acquire(ctx, 1)
 		require.NoError(t, err)
 		require.True(t, l.Acquired())
+		require.NotZero(t, l.ID(), "the grain's lease, not a local one")
 	}
 	require.Equal(t, 5, e.calls.count(pb.FixedWindowLimiterGrainType, "AcquireAndCheckConfiguration"))
 	require.Zero(t, e.calls.count(pb.FixedWindowLimiterGrainType, "LeaseQuota"))
