@@ -44,6 +44,7 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	store := persistence.NewMemoryStore()
 	c := testcluster.New(t, testcluster.Options{Silos: 3, Register: registerCounter, Store: store,
+		Logger: logOnFailure(t, 3000),
 		Configure: func(_ int, o *silo.Options) {
 			o.FlushPeriod = flushPeriod
 			// The steps kill silos faster than the minority fence's
@@ -71,7 +72,10 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 
 	// acks[g] holds, for each acknowledged Add of grain g, when the call
 	// started and when it returned.
-	type ack struct{ start, end time.Time }
+	type ack struct {
+		start, end time.Time
+		gateway    string
+	}
 	var mu sync.Mutex
 	acks := make([][]ack, grains)
 	stop := make(chan struct{})
@@ -109,9 +113,10 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 				mu.Lock()
 				if end.Sub(start) > callTimeout+time.Second {
 					hung++
+					t.Logf("%s: a call took %v: %v", ids[g], end.Sub(start).Round(time.Millisecond), err)
 				}
 				if err == nil {
-					acks[g] = append(acks[g], ack{start, end})
+					acks[g] = append(acks[g], ack{start, end, cl.Gateway()})
 				}
 				mu.Unlock()
 				if err != nil {
@@ -153,11 +158,11 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 		switch op := rng.IntN(3); {
 		case op == 0 || len(live) <= 2:
 			i := c.Add()
-			t.Logf("step %d: added silo %d", step, i)
+			t.Logf("%s step %d: added silo %d", stamp(), step, i)
 		case op == 1:
 			i := busiest()
 			require.NoError(t, c.Stop(i))
-			t.Logf("step %d: stopped silo %d", step, i)
+			t.Logf("%s step %d: stopped silo %d", stamp(), step, i)
 		default:
 			i := busiest()
 			hosted := c.Silo(i).Host().Active()
@@ -171,12 +176,13 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 			for _, id := range hosted {
 				lastKill[index[id]] = kill{at: at, stored: stored(id)}
 			}
-			t.Logf("step %d: killed silo %d, which hosted %d grains", step, i, len(hosted))
+			t.Logf("%s step %d: killed silo %d, which hosted %d grains", stamp(), step, i, len(hosted))
 		}
 		time.Sleep(400 * time.Millisecond)
 	}
 	stopWorkers()
 	c.WaitForMembership()
+	t.Logf("%s the views converged", stamp())
 
 	cl := c.NewClient(client.Options{})
 	total, lost := 0, 0
@@ -189,6 +195,11 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 			r, err = counter.NewCounterRef(cl, id.Key).Get(context.Background(), &counter.GetRequest{})
 			if value = r.GetValue(); err == nil || time.Now().After(deadline) {
 				break
+			}
+		}
+		if err != nil {
+			for _, i := range c.Live() {
+				t.Logf("%s: silo %d's directory: %+v", stamp(), i, c.Silo(i).Stats().Directory)
 			}
 		}
 		require.NoError(t, err, "%s answers", id)
@@ -214,7 +225,14 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 				floor++
 			}
 		}
-		assert.GreaterOrEqual(t, value, floor, "%s: the store held %d when its silo was killed; later calls add to that", id, k.stored)
+		if !assert.GreaterOrEqual(t, value, floor, "%s: the store held %d when its silo was killed; later calls add to that", id, k.stored) {
+			for _, a := range acks[g] {
+				if a.start.After(k.at) {
+					t.Logf("%s: acknowledged through %s, started %v after the kill, took %v", id, a.gateway,
+						a.start.Sub(k.at).Round(time.Millisecond), a.end.Sub(a.start).Round(time.Millisecond))
+				}
+			}
+		}
 		if n := int64(len(acks[g])) - value; n > 0 {
 			lost += int(n)
 			// Adds of 1 in order: the first change the store missed
@@ -231,3 +249,7 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 	assert.Zero(t, hung, "no call hung past its timeout")
 	assert.Positive(t, total)
 }
+
+// stamp is the time of day, to line the test's steps up with the silos'
+// logs.
+func stamp() string { return time.Now().Format("15:04:05.000") }

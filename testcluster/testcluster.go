@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/actor"
@@ -435,30 +434,46 @@ func (c *Cluster) close() {
 var ErrKilled = errors.New("testcluster: the silo was killed")
 
 // killableStore is a silo's way to the shared store, cut when the silo is
-// killed.
+// killed. Each operation holds the read side of mu while it runs, and kill
+// takes the write side: once kill returns, no write the silo began before
+// it can still land, as none can from a process that has died. Without
+// that, a write that passed the check just before the kill could land
+// after the grain's next activation loaded its state, and that
+// activation's own flush would then fail on the changed ETag.
 type killableStore struct {
 	inner  persistence.Store
-	killed atomic.Bool
+	mu     sync.RWMutex
+	killed bool
 }
 
-func (s *killableStore) kill() { s.killed.Store(true) }
+func (s *killableStore) kill() {
+	s.mu.Lock()
+	s.killed = true
+	s.mu.Unlock()
+}
 
 func (s *killableStore) Read(ctx context.Context, key persistence.Key) ([]byte, string, error) {
-	if s.killed.Load() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.killed {
 		return nil, "", ErrKilled
 	}
 	return s.inner.Read(ctx, key)
 }
 
 func (s *killableStore) Write(ctx context.Context, key persistence.Key, data []byte, etag string) (string, error) {
-	if s.killed.Load() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.killed {
 		return "", ErrKilled
 	}
 	return s.inner.Write(ctx, key, data, etag)
 }
 
 func (s *killableStore) Delete(ctx context.Context, key persistence.Key, etag string) error {
-	if s.killed.Load() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.killed {
 		return ErrKilled
 	}
 	return s.inner.Delete(ctx, key, etag)
