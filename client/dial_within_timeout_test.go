@@ -51,7 +51,8 @@ func silentGateway(t *testing.T) string {
 
 // A call that has to connect first does so within its response timeout:
 // with a gateway that never answers the handshake and a dial timeout of an
-// hour, the call still ends, unavailable, once its own timeout has passed.
+// hour, the call ends, unavailable, because its own timeout passed (not
+// the transport's handshake timeout, 5 s, as it did).
 func TestConnectingCountsAgainstTheCallsTimeout(t *testing.T) {
 	c, err := client.New(client.Options{Gateways: []string{silentGateway(t)}, DialTimeout: time.Hour}, client.WithLogger(quiet))
 	require.NoError(t, err)
@@ -71,6 +72,7 @@ func TestConnectingCountsAgainstTheCallsTimeout(t *testing.T) {
 		}
 	}, time.Minute, 5*time.Millisecond, "the call waited for the hour-long dial")
 	assert.ErrorIs(t, got, proxy.ErrUnavailable)
+	assert.ErrorIs(t, got, context.DeadlineExceeded, "the call's own timeout ended it, not the handshake's")
 }
 
 // A call that waits for another call's dial waits within its own timeout,
@@ -100,6 +102,7 @@ func TestWaitingForAnotherCallsDialCountsAgainstTheCallsTimeout(t *testing.T) {
 		}
 	}, time.Minute, 5*time.Millisecond, "the short call waited for the long call's dial")
 	assert.ErrorIs(t, got, proxy.ErrUnavailable)
+	assert.ErrorIs(t, got, context.DeadlineExceeded, "the short call's own timeout ended it")
 	cancel()
 	assert.Error(t, <-long, "the long call ends with its context")
 }
