@@ -352,7 +352,8 @@ func (c *Cluster) take(i int) *member {
 }
 
 // WaitForMembership waits until every running silo sees exactly the
-// running silos, all active.
+// running silos, all active, and acts on that view: its directory has
+// taken it and holds no range for a handoff or a rebuild.
 func (c *Cluster) WaitForMembership() {
 	c.t.Helper()
 	deadline := time.Now().Add(c.opts.Timeout)
@@ -380,13 +381,13 @@ func (c *Cluster) converged() bool {
 	c.mu.Unlock()
 	slices.Sort(names)
 	for _, s := range running {
-		v, err := s.Members()
-		if err != nil {
-			return false
-		}
+		// The view the silo acts on, not only the one gossip brought: the
+		// silo applies a view on a goroutine of its own, and a directory
+		// still on an older one would gain ranges, and hold them, after
+		// the cluster looked settled.
 		var seen []string
-		for _, m := range v.Members {
-			if m.Status != cluster.StatusActive {
+		for _, m := range s.ClusterView().Members {
+			if m.Status != cluster.StatusActive || m.State != cluster.StatusActive {
 				return false
 			}
 			seen = append(seen, m.ID)
