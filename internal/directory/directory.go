@@ -153,6 +153,9 @@ type Directory struct {
 
 		remote int           // goroutines doing remote work
 		idle   chan struct{} // closed when remote drops to 0, for Wait
+		// handoffs counts the handoffs of entries this silo no longer owns
+		// still on their way to the new owners (Settled).
+		handoffs int
 	}
 	stats counters
 }
@@ -645,6 +648,19 @@ func (d *Directory) remoteDone() {
 		close(d.mu.idle)
 		d.mu.idle = nil
 	}
+}
+
+// Settled reports whether the directory has caught up with the view it
+// was given last, version or later: it took that view, holds no range for
+// a handoff or a rebuild, and has handed over every entry it no longer
+// owns. A silo fenced off from the majority serves again only once its
+// directory is settled on the healed view (silo/fence.go): before, its
+// ring may still be its own side's, and it would place grains that the
+// majority's silos host.
+func (d *Directory) Settled(version uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.mu.closed && d.mu.view.Version >= version && len(d.mu.holds) == 0 && d.mu.handoffs == 0
 }
 
 // Wait waits, within ctx, for the directory's requests to other silos
