@@ -62,15 +62,7 @@ func TestConnectingCountsAgainstTheCallsTimeout(t *testing.T) {
 		_, err := counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 1}, proxy.WithTimeout(50*time.Millisecond))
 		done <- err
 	}()
-	var got error
-	require.Eventually(t, func() bool {
-		select {
-		case got = <-done:
-			return true
-		default:
-			return false
-		}
-	}, time.Minute, 5*time.Millisecond, "the call waited for the hour-long dial")
+	got := outcome(t, done, "the call waited for the hour-long dial")
 	assert.ErrorIs(t, got, proxy.ErrUnavailable)
 	assert.ErrorIs(t, got, context.DeadlineExceeded, "the call's own timeout ended it, not the handshake's")
 }
@@ -92,17 +84,26 @@ func TestWaitingForAnotherCallsDialCountsAgainstTheCallsTimeout(t *testing.T) {
 		_, err := counter.NewCounterRef(c, "k").Add(context.Background(), &counter.AddRequest{Delta: 1}, proxy.WithTimeout(50*time.Millisecond))
 		short <- err
 	}()
-	var got error
-	require.Eventually(t, func() bool {
-		select {
-		case got = <-short:
-			return true
-		default:
-			return false
-		}
-	}, time.Minute, 5*time.Millisecond, "the short call waited for the long call's dial")
+	got := outcome(t, short, "the short call waited for the long call's dial")
 	assert.ErrorIs(t, got, proxy.ErrUnavailable)
 	assert.ErrorIs(t, got, context.DeadlineExceeded, "the short call's own timeout ended it")
 	cancel()
 	assert.Error(t, <-long, "the long call ends with its context")
+}
+
+// outcome waits for a call's error on done, failing the test with msg if it
+// does not come within a minute: a call bounded by its own short timeout
+// comes far sooner, one bounded by an hour-long dial does not.
+func outcome(t *testing.T, done <-chan error, msg string) error {
+	t.Helper()
+	var got error
+	require.Eventually(t, func() bool {
+		select {
+		case got = <-done:
+			return true
+		default:
+			return false
+		}
+	}, time.Minute, 5*time.Millisecond, msg)
+	return got
 }
