@@ -46,7 +46,7 @@ func (k *keptLines) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		k.lines = append(k.lines, string(k.buf.Next(i+1)[:i]))
+		k.lines = append(k.lines, string(k.buf.Next(i + 1)[:i]))
 		if len(k.lines) > k.max {
 			k.lines = k.lines[len(k.lines)-k.max:]
 		}

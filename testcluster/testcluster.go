@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/actor"
@@ -330,14 +331,31 @@ func (c *Cluster) Stop(i int) error {
 // Kill stops silo i as a crash would: its links and gossip die without a
 // goodbye, the others learn of it from failure detection, and from then on
 // it writes nothing to the shared store (what it had not written is lost).
-func (c *Cluster) Kill(i int) {
+// It returns the grains the silo hosted when it died: those whose
+// activation held or sought its registration as the kill began, and those
+// whose state the silo loaded, or tried to write, from then on. A list of
+// its activations taken before the kill misses the grains activated while
+// the kill was under way, which may have acknowledged calls the kill then
+// lost, and those deactivating, whose last write the kill refused.
+func (c *Cluster) Kill(i int) []actor.GrainID {
 	m := c.take(i)
 	if m == nil {
 		c.t.Fatalf("testcluster: silo %d is not running", i)
-		return
+		return nil
+	}
+	m.store.record()
+	var hosted []actor.GrainID
+	if h := m.silo.Host(); h != nil {
+		hosted = h.Registered()
 	}
 	m.store.kill()
 	silohooks.Kill(m.silo)
+	for _, id := range m.store.recorded() {
+		if !slices.Contains(hosted, id) {
+			hosted = append(hosted, id)
+		}
+	}
+	return hosted
 }
 
 func (c *Cluster) take(i int) *member {
@@ -445,6 +463,9 @@ type killableStore struct {
 	inner  persistence.Store
 	mu     sync.RWMutex
 	killed bool
+	// recording, once set, holds the grains whose state the silo read or
+	// tried to write from then on, refused or not.
+	recording atomic.Pointer[sync.Map] // actor.GrainID -> struct{}
 }
 
 func (s *killableStore) kill() {
@@ -453,7 +474,30 @@ func (s *killableStore) kill() {
 	s.mu.Unlock()
 }
 
+// record starts recording the grains whose state the silo reads or tries
+// to write.
+func (s *killableStore) record() { s.recording.Store(new(sync.Map)) }
+
+// recorded returns the grains recorded since record.
+func (s *killableStore) recorded() []actor.GrainID {
+	var out []actor.GrainID
+	if m := s.recording.Load(); m != nil {
+		m.Range(func(k, _ any) bool {
+			out = append(out, k.(actor.GrainID))
+			return true
+		})
+	}
+	return out
+}
+
+func (s *killableStore) touch(key persistence.Key) {
+	if m := s.recording.Load(); m != nil {
+		m.Store(actor.GrainID{Type: key.GrainType, Key: key.GrainKey}, struct{}{})
+	}
+}
+
 func (s *killableStore) Read(ctx context.Context, key persistence.Key) ([]byte, string, error) {
+	s.touch(key)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.killed {
@@ -463,6 +507,7 @@ func (s *killableStore) Read(ctx context.Context, key persistence.Key) ([]byte, 
 }
 
 func (s *killableStore) Write(ctx context.Context, key persistence.Key, data []byte, etag string) (string, error) {
+	s.touch(key)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.killed {
