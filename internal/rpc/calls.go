@@ -81,9 +81,9 @@ func (t *callTable) init(c clock.Clock, interval time.Duration) {
 // The deadline is read from the clock on every call. Estimating it from
 // the sweep's due time instead, and moving the estimates by a late sweep's
 // lateness so as never to shorten a timeout, lengthened the timeout of a
-// call made just after a sweep by the whole lateness: under load, a call
-// with a 2 s timeout failed after 3-4.6 s, on top of the lateness of the
-// sweep that failed it.
+// call made just after a sweep by the whole lateness, on top of the
+// lateness of the sweep that failed it: a process stall at the start of a
+// call counted twice. docs/performance.md has what the read costs.
 func (t *callTable) add(p *pending) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
