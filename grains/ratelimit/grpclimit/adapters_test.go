@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,4 +167,41 @@ func TestCorePackagesDoNotLinkGRPC(t *testing.T) {
 		require.False(t, strings.HasPrefix(dep, "google.golang.org/grpc") || strings.HasPrefix(dep, "github.com/envoyproxy/"),
 			"%s reaches a core package", dep)
 	}
+}
+
+// TestConnectInterceptorLimitsStreams: a connect-go streaming handler
+// passes the rules once per stream, and a refused stream ends with
+// CodeResourceExhausted before the handler runs.
+func TestConnectInterceptorLimitsStreams(t *testing.T) {
+	l, err := grpclimit.New(limiterSilo(t), configs(t), grpclimit.Options{Rules: []grpclimit.Rule{grpclimit.ByMethod("two")}})
+	require.NoError(t, err)
+	const procedure = "/test.v1.Pinger/Pings"
+	var served atomic.Int32
+	mux := http.NewServeMux()
+	mux.Handle(procedure, connect.NewServerStreamHandler(procedure, func(_ context.Context, _ *connect.Request[emptypb.Empty], s *connect.ServerStream[emptypb.Empty]) error {
+		served.Add(1)
+		return s.Send(&emptypb.Empty{})
+	}, connect.WithInterceptors(l.ConnectInterceptor())))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	client := connect.NewClient[emptypb.Empty, emptypb.Empty](srv.Client(), srv.URL+procedure, connect.WithGRPC())
+	stream := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s, err := client.CallServerStream(ctx, connect.NewRequest(&emptypb.Empty{}))
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for s.Receive() {
+		}
+		return s.Err()
+	}
+	require.NoError(t, stream())
+	require.NoError(t, stream())
+	err = stream()
+	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "%v", err)
+	require.EqualValues(t, 2, served.Load())
 }
