@@ -228,6 +228,9 @@ func TestLimitOverrideCountsItsOwnWindow(t *testing.T) {
 	step{domain: "mongo_cps", descriptors: ds(withLimit(3, 0)), overall: ok, statuses: []status{within(3, minute, 2)}}.check(t, r)
 	step{domain: "mongo_cps", descriptors: ds(d("database", "users")), overall: ok, statuses: []status{within(500, second, 499)}}.check(t, r)
 
+	// As in the reference, a domain it does not know limits nothing, overrides included.
+	step{domain: "nowhere", descriptors: ds(withLimit(2, 0)), times: 3, overall: ok, statuses: []status{noLimit}}.check(t, r)
+
 	resp := r.ask(t, &rlsv3.RateLimitRequest{Domain: "mongo_cps", Descriptors: ds(withLimit(1, 5))})
 	require.Equal(t, ok, resp.GetOverallCode())
 	require.Equal(t, 5*time.Minute, resp.GetStatuses()[0].GetDurationUntilReset().AsDuration())

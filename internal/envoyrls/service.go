@@ -84,7 +84,8 @@ type holderOf[O ratelimit.Options] struct{ h *ratelimit.Holder[O] }
 func (p holderOf[O]) forKey(key string) ratelimit.Limiter { return p.h.ForKey(key) }
 
 // NewServer returns a server acquiring through caller (a silo's own
-// caller, or a client). It answers Unavailable until SetConfig.
+// caller, or a client), which must not be nil. It answers Unavailable
+// until SetConfig.
 func NewServer(caller proxy.Caller, opts Options) *Server {
 	if opts.LimitHeader == "" {
 		opts.LimitHeader = DefaultLimitHeader
@@ -208,6 +209,9 @@ func (s *Server) decisions(st *serving, req *rlsv3.RateLimitRequest) ([]decision
 			hits = h.GetValue()
 		}
 		ds[i].hits = hits
+		if root == nil {
+			continue // an unknown domain limits nothing, overrides included, as in the reference
+		}
 		if o := d.GetLimit(); o != nil {
 			r, ok := overrideRule(o.GetRequestsPerUnit(), rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()), o.GetUnitMultiplier().GetValue())
 			if !ok {
@@ -218,7 +222,7 @@ func (s *Server) decisions(st *serving, req *rlsv3.RateLimitRequest) ([]decision
 			// turns resetting it.
 			ds[i].rule = r
 			ds[i].key = grainKey(domain, d.GetEntries(), nil) + " override " + strconv.FormatUint(uint64(o.GetRequestsPerUnit()), 10) + "/" + r.window.String()
-		} else if root != nil {
+		} else {
 			ds[i].rule, ds[i].key = root.match(domain, d.GetEntries())
 		}
 		if r := ds[i].rule; r != nil && len(r.replaces) > 0 {
