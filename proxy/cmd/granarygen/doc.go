@@ -4,7 +4,10 @@
 // and for files with proto3 messages a _wire.pb.go with fast generated
 // codecs (AppendGranaryWire and MergeGranaryWire) that the call path
 // prefers to protobuf's table-driven one.
-// It compiles protos in process, so only Go is needed to run it:
+// It compiles protos in process and runs protoc-gen-go as a plugin with
+// `go run`, at the version of google.golang.org/protobuf the main module
+// requires (GRANARYGEN_PROTOC_GEN_GO may name a protoc-gen-go binary to
+// run instead), so only Go is needed to run it:
 //
 //	granarygen [-I dir | -I prefix=dir]... [-paths=source_relative] file.proto...
 //
