@@ -11,14 +11,21 @@
 //
 //	granarygen [-I dir | -I prefix=dir]... [-paths=source_relative] file.proto...
 //
-// Files are named as imports name them, relative to an import path (the
-// current directory by default). With -paths=source_relative each output is
-// written next to the proto it came from; otherwise outputs are written at
-// their import-path-based names under the current directory, as protoc's
-// --go_out=. would. "granary/options.proto" and the standard
-// google/protobuf files need no import path. -I prefix=dir compiles the
-// files of dir under the import path prefix/, which is how
-// granary/options.proto, living in proxy/granarypb, is generated.
+// Without -I, files are named relative to the current directory and
+// compiled under their path from the root of the Go module that holds it,
+// as buf lays out a module's files, with the module's root as the import
+// path: examples/counter's counter.proto is compiled, and registers with
+// protobuf, as examples/counter/counter.proto, so that two grain packages of
+// one program may each hold a counter.proto; imports of other protos of the
+// module name them from the root too. Outside a module, or with -I, files
+// are named as imports name them, relative to an import path. With
+// -paths=source_relative each output is written next to the proto it came
+// from; otherwise outputs are written at their import-path-based names
+// under the current directory, as protoc's --go_out=. would.
+// "granary/options.proto" and the standard google/protobuf files need no
+// import path. -I prefix=dir compiles the files of dir under the import
+// path prefix/, which is how granary/options.proto, living in
+// proxy/granarypb, is generated.
 //
 // Files whose content is unchanged are not rewritten. The usual way to run
 // it is a //go:generate directive:
