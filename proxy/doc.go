@@ -13,8 +13,9 @@
 // caller's ResponseTimeout. Methods marked with the option
 // (granary.bounded) = true also carry a budget: 80% of the response
 // timeout, or the time left before the caller's deadline when that is
-// shorter (Budget). The budget is a number on the request; the server
-// starts counting it when the method begins, so activation and routing
+// shorter. The budget is a number on the request (Call.Budget); the
+// server starts counting it when the method begins, and the method reads
+// it with actor.Budget, so activation and routing
 // time count only against the response timeout. It is not a globally
 // synchronised deadline. Nothing about it arms a timer unless the grain
 // has to wait.
