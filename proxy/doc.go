@@ -27,14 +27,17 @@
 //
 // # Cancellation
 //
-// CancelRegistry is the server side of push cancellation: per connection,
-// call ids map to fresh, never-reused contexts. Early cancels are
-// remembered for a bounded time, late ones are no-ops.
+// Cancelling the context of a call the caller marked cancellable sends a
+// cancel to the server, which cancels the method's context (push
+// cancellation); a cancel that overtakes its request is remembered for a
+// bounded time, one after the call finished is a no-op.
 //
 // # Errors
 //
-// Errors that crossed the wire arrive as *RemoteError and match the
-// package's sentinels with errors.Is; a response timeout is a
-// *TimeoutError matching ErrTimeout; a caller's cancellation is
-// context.Canceled.
+// A call the runtime failed returns a *CallError, which matches the
+// package's sentinels with errors.Is by its Code, on whichever side of a
+// connection it arose; an error a grain returned on purpose is an *Error
+// with the grain's code, matched by that code (and ErrApplication); a
+// response timeout is a *TimeoutError matching ErrTimeout; a caller's
+// cancellation is context.Canceled.
 package proxy
