@@ -33,6 +33,7 @@ var otherPackages = map[string]string{
 	"context": "context",
 	"errors":  "errors",
 	"fmt":     "fmt",
+	"grpc":    "google.golang.org/grpc",
 	"http":    "net/http",
 	"log":     "log",
 	"os":      "os",
