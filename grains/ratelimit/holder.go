@@ -9,20 +9,22 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/grains/ratelimit/internal/contract"
+	"github.com/granary-go/granary/grains/ratelimit/limiter"
 	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 	"github.com/granary-go/granary/proxy"
 )
 
-// Argument errors of acquisitions. They are *proxy.Error values with codes
-// of their own, so errors.Is finds them whichever way the call went: in
-// process, over a gateway, or relayed from silo to silo.
+// Argument errors of acquisitions: the limiter's own, which the grains send
+// as *proxy.Error values with codes of their own, so errors.Is finds them
+// whichever way the call went (in process, over a gateway, or relayed from
+// silo to silo) and matches limiter.ErrNegativeCount too.
 var (
 	// ErrNegativeCount is returned for a negative permit count, before
 	// anything is sent.
-	ErrNegativeCount = contract.ErrNegativeCount
+	ErrNegativeCount = limiter.ErrNegativeCount
 	// ErrCountExceedsLimit is returned by the grain for a count above the
 	// limiter's limit, which could never be granted.
-	ErrCountExceedsLimit = contract.ErrCountExceedsLimit
+	ErrCountExceedsLimit = limiter.ErrCountExceedsLimit
 )
 
 // Limiter is what every holder offers, whatever its algorithm: the group
