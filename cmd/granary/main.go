@@ -119,12 +119,15 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 		}
 		mux := newMux(apiPath, api, ready, prom.handler)
 		handleCluster(mux, s)
+		if err := mountDashboard(mux, s, prom, false); err != nil {
+			return err
+		}
 		if port, err = listenHTTP(cfg.flags.http, mux, log); err != nil {
 			return err
 		}
 		port.serve()
 	}
-	admin, err := listenAdmin(cfg, s, log)
+	admin, err := listenAdmin(cfg, s, prom, log)
 	if err != nil {
 		if port != nil {
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.flags.stopTimeout)
