@@ -121,6 +121,7 @@ async function refresh() {
     document.getElementById("state").textContent = "live";
     document.getElementById("updated").textContent = "updated " + new Date(snap.time).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
     document.body.dataset.snapshot = snap.time; // for tests: a snapshot is drawn
+    document.body.dataset.draws = String(Number(document.body.dataset.draws || 0) + 1);
   } catch (err) {
     document.getElementById("state").textContent = "not updating: " + err.message;
   }
