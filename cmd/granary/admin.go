@@ -41,6 +41,7 @@ func listenAdmin(cfg *config, s *silo.Silo, prom *prometheusMetrics, log *slog.L
 	if err := mountDashboard(mux, s, prom, true); err != nil {
 		return nil, err
 	}
+	handleLocate(mux, s)
 	p, err := listenHTTPAs("-admin", cfg.flags.admin, mux, log)
 	if err != nil {
 		return nil, err

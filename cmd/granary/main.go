@@ -21,6 +21,9 @@ func main() {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		// -h or -help: the usage was printed, as asked.
+	case errors.Is(err, errCtlUsage):
+		fmt.Fprintln(os.Stderr, "granary:", err)
+		os.Exit(2)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "granary:", err)
 		os.Exit(1)
@@ -71,6 +74,9 @@ func parseConfig(args []string, stderr *os.File) (*config, error) {
 
 // run starts a silo and blocks until ctx ends or a stop signal arrives.
 func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
+	if len(args) > 0 && args[0] == "ctl" {
+		return runCtl(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := parseConfig(args, stderr)
 	if err != nil {
 		return err
