@@ -64,32 +64,29 @@ type Key struct {
 	Error string `json:"error,omitempty"`
 }
 
-// algorithms are the limiter grain types, with the name the rate-limit
-// API gives each and how to read a key's limiter.
-var algorithms = map[string]struct {
+// algorithm is a limiter grain type as the dashboard reads it: the name
+// the rate-limit API gives it, and a key's limiter with its limit.
+type algorithm struct {
 	name  string
 	limit func(ctx context.Context, c proxy.Caller, key string) (ratelimit.Limiter, int64, error)
-}{
-	pb.ConcurrencyLimiterGrainType: {"concurrency", func(ctx context.Context, c proxy.Caller, key string) (ratelimit.Limiter, int64, error) {
-		h := ratelimit.Concurrency(c, key)
+}
+
+// algorithmOf reads a key's limiter through holder, and its limit from
+// its configuration.
+func algorithmOf[O ratelimit.Options](name string, holder func(proxy.Caller, string, ...O) *ratelimit.Holder[O], limit func(O) int64) algorithm {
+	return algorithm{name: name, limit: func(ctx context.Context, c proxy.Caller, key string) (ratelimit.Limiter, int64, error) {
+		h := holder(c, key)
 		o, err := h.Configuration(ctx)
-		return h, o.PermitLimit, err
-	}},
-	pb.FixedWindowLimiterGrainType: {"fixed-window", func(ctx context.Context, c proxy.Caller, key string) (ratelimit.Limiter, int64, error) {
-		h := ratelimit.FixedWindow(c, key)
-		o, err := h.Configuration(ctx)
-		return h, o.PermitLimit, err
-	}},
-	pb.SlidingWindowLimiterGrainType: {"sliding-window", func(ctx context.Context, c proxy.Caller, key string) (ratelimit.Limiter, int64, error) {
-		h := ratelimit.SlidingWindow(c, key)
-		o, err := h.Configuration(ctx)
-		return h, o.PermitLimit, err
-	}},
-	pb.TokenBucketLimiterGrainType: {"token-bucket", func(ctx context.Context, c proxy.Caller, key string) (ratelimit.Limiter, int64, error) {
-		h := ratelimit.TokenBucket(c, key)
-		o, err := h.Configuration(ctx)
-		return h, o.TokenLimit, err
-	}},
+		return h, limit(o), err
+	}}
+}
+
+// algorithms are the limiter grain types.
+var algorithms = map[string]algorithm{
+	pb.ConcurrencyLimiterGrainType:   algorithmOf("concurrency", ratelimit.Concurrency, func(o ratelimit.ConcurrencyOptions) int64 { return o.PermitLimit }),
+	pb.FixedWindowLimiterGrainType:   algorithmOf("fixed-window", ratelimit.FixedWindow, func(o ratelimit.FixedWindowOptions) int64 { return o.PermitLimit }),
+	pb.SlidingWindowLimiterGrainType: algorithmOf("sliding-window", ratelimit.SlidingWindow, func(o ratelimit.SlidingWindowOptions) int64 { return o.PermitLimit }),
+	pb.TokenBucketLimiterGrainType:   algorithmOf("token-bucket", ratelimit.TokenBucket, func(o ratelimit.TokenBucketOptions) int64 { return o.TokenLimit }),
 }
 
 // hottestKeys asks up to MaxKeys of the active limiter grains for their
