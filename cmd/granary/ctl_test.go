@@ -43,10 +43,7 @@ func TestCtlShowsAndChangesARunningSilo(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 20*time.Millisecond)
 	for range 7 {
-		resp, err := http.Post("http://"+httpAddr+"/granary.ratelimit.v1.RateLimitService/Acquire", "application/json",
-			strings.NewReader(`{"algorithm":"ALGORITHM_FIXED_WINDOW","key":"alice","config":"login"}`))
-		require.NoError(t, err)
-		_ = resp.Body.Close()
+		acquireThrough(t, httpAddr, `{"algorithm":"ALGORITHM_FIXED_WINDOW","key":"alice","config":"login"}`)
 	}
 	ports := []string{"-http", "http://" + httpAddr, "-admin", "http://" + adminAddr}
 
