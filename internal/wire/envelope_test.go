@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -405,4 +406,68 @@ func TestSalvageReadsTheCallOfAFrameWithBadContents(t *testing.T) {
 		_, _, ok := Salvage(broken)
 		assert.False(t, ok, "% x", broken)
 	}
+}
+
+// TestMetadataLimits checks that a request's metadata is accepted up to
+// each limit and refused one past it, by the decoder (as a request to
+// refuse alone, not a malformed frame) and by CheckMetadata alike.
+func TestMetadataLimits(t *testing.T) {
+	pairs := func(n, valueLen int) []string {
+		var md []string
+		for i := range n {
+			md = append(md, fmt.Sprintf("k%02d", i), strings.Repeat("v", valueLen))
+		}
+		return md
+	}
+	perEntry := (MaxMetadataBytes - 3*MaxMetadataEntries) / MaxMetadataEntries // fills the byte limit exactly
+	for _, tc := range []struct {
+		name string
+		md   []string
+		ok   bool
+	}{
+		{"entries at the limit", pairs(MaxMetadataEntries, 1), true},
+		{"one entry too many", pairs(MaxMetadataEntries+1, 1), false},
+		{"bytes at the limit", pairs(MaxMetadataEntries, perEntry), true},
+		{"one byte too many", append(pairs(MaxMetadataEntries-1, perEntry), "k31", strings.Repeat("v", perEntry+1)), false},
+		{"one large value", []string{"k", strings.Repeat("v", MaxMetadataBytes)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := Envelope{Kind: KindRequest, CallID: 5, GrainType: "g", GrainKey: "k", Metadata: tc.md}
+			b := e.AppendTo(nil)
+			var got Envelope
+			err := NewDecoder(NewInterner("g")).Decode(b, &got)
+			if tc.ok {
+				require.NoError(t, err)
+				require.NoError(t, CheckMetadata(tc.md))
+				require.Equal(t, tc.md, got.Metadata)
+				return
+			}
+			require.ErrorIs(t, err, ErrMetadataTooLarge)
+			require.NotErrorIs(t, err, ErrMalformed)
+			require.ErrorIs(t, CheckMetadata(tc.md), ErrMetadataTooLarge)
+			kind, id, ok := Salvage(b)
+			require.True(t, ok)
+			require.Equal(t, KindRequest, kind)
+			require.Equal(t, uint64(5), id)
+		})
+	}
+	require.ErrorIs(t, CheckMetadata([]string{"odd"}), ErrMetadataTooLarge)
+}
+
+// TestCallerRoundTrip checks that a relayed request's caller survives
+// encoding, and that a request without one decodes with none.
+func TestCallerRoundTrip(t *testing.T) {
+	e := sampleRequest()
+	e.Caller = &Identity{Kind: 1, Name: "billing", Rights: 1, Credential: 2}
+	e.Metadata = []string{"tenant", "acme"}
+	var got Envelope
+	dec := NewDecoder(NewInterner(e.GrainType, e.PlacementHint))
+	require.NoError(t, dec.Decode(e.AppendTo(nil), &got))
+	require.Equal(t, *e.Caller, *got.Caller)
+	require.Equal(t, e.Metadata, got.Metadata)
+
+	plain := sampleRequest()
+	require.NoError(t, dec.Decode(plain.AppendTo(nil), &got))
+	require.Nil(t, got.Caller)
+	require.Nil(t, got.Metadata)
 }
