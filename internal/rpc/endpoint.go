@@ -393,8 +393,7 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 	}
 	if e.required != nil && !req.FromSilo {
 		if need := e.required(env.GrainType, env.MethodID); !e.rights.Has(need) {
-			e.rejected(rejectPermissionDenied)
-			e.Reply(req, nil, permissionDenied(need, e.rights))
+			e.Reply(req, nil, permissionDenied(need, e.rights)) // counted there
 			return
 		}
 	}
