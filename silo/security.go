@@ -2,7 +2,6 @@ package silo
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"maps"
 	"sync"
@@ -121,18 +120,6 @@ func (s *Security) validateClientCertificates(c *optcheck.Checks) {
 	}
 }
 
-// certificateName is the name a client's certificate gives it: its
-// subject common name, else its first DNS name.
-func certificateName(cert *x509.Certificate) string {
-	if cert.Subject.CommonName != "" {
-		return cert.Subject.CommonName
-	}
-	if len(cert.DNSNames) > 0 {
-		return cert.DNSNames[0]
-	}
-	return ""
-}
-
 // clientIdentity is who the client at the other end of c proved to be:
 // the token it proved, else the certificate TLS verified, else nobody in
 // particular; with the rights its credential grants.
@@ -147,7 +134,7 @@ func (s *Security) clientIdentity(peer transport.Identity) actor.Identity {
 			}
 		}
 	case peer.Certificate != nil:
-		id.Name, id.Credential = certificateName(peer.Certificate), actor.CredentialCertificate
+		id.Name, id.Credential = transport.CertificateName(peer.Certificate), actor.CredentialCertificate
 		for _, cc := range s.ClientCertificates {
 			if cc.Name == id.Name && id.Name != "" {
 				id.Rights = cc.Rights

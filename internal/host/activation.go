@@ -370,10 +370,12 @@ func (a *activation) runTurn(req *Request) {
 		// One small object, no timer: the budget is data. It is not part
 		// of the request, which is recycled, because the grain may keep
 		// its ctx.
-		cc := &callContext{Context: context.Background(), budget: req.Budget, act: a, waiting: req.Waiting,
-			caller: req.Caller, metadata: req.Metadata}
+		cc := &callContext{Context: context.Background(), budget: req.Budget, act: a, waiting: req.Waiting, caller: req.Caller}
 		if req.Ctx != nil {
 			cc.Context = req.Ctx
+		}
+		if req.Metadata != nil {
+			cc.Context = &metadataContext{Context: cc.Context, metadata: req.Metadata}
 		}
 		req.cc = cc
 		ctx = cc

@@ -167,8 +167,10 @@ type callContext struct {
 	act      *activation
 	waiting  func()                    // the request's Waiting hook
 	deadline atomic.Pointer[time.Time] // nil until asked for
-	caller   *Caller                   // the request's Caller
-	metadata []string                  // the request's Metadata
+	// The request's Caller. Its metadata, rarer, are in a context of
+	// their own between this one and its parent (metadataContext): one
+	// more field would move the object up a size class.
+	caller *Caller
 }
 
 func (c *callContext) Value(key any) any {
@@ -180,11 +182,20 @@ func (c *callContext) Value(key any) any {
 			return &c.caller.identity
 		}
 		return nil
-	case turn.MetadataKey{}:
-		if c.metadata != nil {
-			return c.metadata
-		}
-		return nil
+	}
+	return c.Context.Value(key)
+}
+
+// metadataContext answers actor.MetadataOf for a call that carries
+// metadata.
+type metadataContext struct {
+	context.Context
+	metadata []string
+}
+
+func (c *metadataContext) Value(key any) any {
+	if key == (turn.MetadataKey{}) {
+		return c.metadata
 	}
 	return c.Context.Value(key)
 }
