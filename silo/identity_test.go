@@ -2,6 +2,7 @@ package silo_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/client"
+	"github.com/granary-go/granary/internal/testcerts"
 	"github.com/granary-go/granary/internal/testgrain"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
@@ -226,4 +228,54 @@ func TestIdentityAndMetadataCrossSiloRelays(t *testing.T) {
 	assert.Equal(t, actor.CallerSilo, inner.id.Kind, "a grain's call is its silo's")
 	assert.Equal(t, testcluster.Name(1), inner.id.Name)
 	assert.Empty(t, inner.md, "metadata is not passed on by itself")
+}
+
+// A client that shows a certificate the gateway verified (mutual TLS) is
+// named after it, with the rights Security.ClientCertificates grants the
+// name: none for a certificate not listed, nobody in particular without
+// one. A method that needs the admin right serves only the listed one.
+func TestAClientCertificateNamesTheCallerAndGrantsItsRights(t *testing.T) {
+	ca := testcerts.NewCA(t, "clients")
+	server := ca.ServerConfig(t)
+	server.ClientAuth, server.ClientCAs = tls.VerifyClientCertIfGiven, ca.Pool()
+	rec := &callRecorder{}
+	e := startSilo(t, envConfig{
+		opts: silo.Options{Security: silo.Security{TLS: server,
+			ClientCertificates: []silo.ClientCertificate{{Name: "ops", Rights: actor.RightAdmin}}}},
+		siloOpts: []silo.Option{silo.WithIncomingFilters(rec.filter)},
+	})
+	require.NoError(t, e.silo.RequireRights(testgrain.Counter_Get_Method, actor.RightAdmin))
+	for _, tc := range []struct {
+		cert string
+		want actor.Identity
+	}{
+		{"ops", actor.Identity{Kind: actor.CallerClient, Name: "ops", Credential: actor.CredentialCertificate, Rights: actor.RightAdmin}},
+		{"intern", actor.Identity{Kind: actor.CallerClient, Name: "intern", Credential: actor.CredentialCertificate}},
+		{"", actor.Identity{Kind: actor.CallerClient}},
+	} {
+		cfg := ca.ClientConfig()
+		if tc.cert != "" {
+			cfg.Certificates = []tls.Certificate{ca.Certificate(t, tc.cert)}
+		}
+		c, err := connectTLS(t, e, cfg)
+		require.NoError(t, err)
+		ref := testgrain.NewCounterRef(c, "cert")
+		_, err = ref.Add(context.Background(), &testgrain.AddRequest{Delta: 1})
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, rec.last(t, "Add").id, tc.cert)
+		_, err = ref.Get(context.Background(), &testgrain.GetRequest{})
+		if tc.want.Rights.Has(actor.RightAdmin) {
+			assert.NoError(t, err, tc.cert)
+		} else {
+			assert.ErrorIs(t, err, proxy.ErrPermissionDenied, tc.cert)
+		}
+	}
+}
+
+// Rights for certificates need a gateway that verifies certificates.
+func TestClientCertificatesNeedAVerifyingGateway(t *testing.T) {
+	_, err := silo.New(silo.Options{Name: "x", Security: silo.Security{
+		ClientCertificates: []silo.ClientCertificate{{Name: "ops", Rights: actor.RightAdmin}}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Security.ClientCertificates")
 }
