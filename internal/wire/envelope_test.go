@@ -329,6 +329,31 @@ func BenchmarkDecoderDecodeCall(b *testing.B) {
 	}
 }
 
+// BenchmarkDecoderDecodeRelayed is BenchmarkDecoderDecodeCall for a request
+// a silo relays, naming its caller, and one that carries metadata.
+func BenchmarkDecoderDecodeRelayed(b *testing.B) {
+	base := Envelope{Kind: KindRequest, CallID: 123456, GrainType: "example.Counter", GrainKey: "key-0",
+		MethodID: 0x9abcdef1, Payload: []byte{0x08, 0x01}, Budget: 24 * time.Second, Timeout: 30 * time.Second}
+	relayed := base
+	relayed.Hops, relayed.FromSilo, relayed.Caller = 1, true, &Identity{Kind: 1, Name: "checkout", Credential: 1}
+	withMetadata := base
+	withMetadata.Metadata = []string{"tenant", "acme", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	for name, req := range map[string]Envelope{"caller": relayed, "metadata": withMetadata} {
+		b.Run(name, func(b *testing.B) {
+			frame := req.AppendTo(nil)
+			dec := NewDecoder(NewInterner(req.GrainType))
+			var e Envelope
+			if err := dec.Decode(frame, &e); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = dec.Decode(frame, &e)
+			}
+		})
+	}
+}
+
 // The decoder's fast path takes ordinary requests for grains it knows and
 // decodes them exactly as Unmarshal does; anything else (an unknown key,
 // fields out of order or repeated, a hint it does not intern) goes the
@@ -346,6 +371,9 @@ func TestFastRequestMatchesUnmarshal(t *testing.T) {
 	v = base
 	v.PlacementHint = "silo-9"
 	variants["hint not interned"] = v
+	v = base
+	v.Hops, v.FromSilo, v.Caller = 1, true, &Identity{Kind: 1, Name: "checkout", Credential: 1}
+	variants["relayed, with its caller"] = v
 
 	for name, env := range variants {
 		t.Run(name, func(t *testing.T) {
@@ -374,6 +402,10 @@ func TestFastRequestMatchesUnmarshal(t *testing.T) {
 		"truncated":        known[:len(known)-1],
 		"unknown key":      (&Envelope{Kind: KindRequest, CallID: 2, GrainType: base.GrainType, GrainKey: "other", MethodID: 1}).AppendTo(nil),
 		"reply":            (&Envelope{Kind: KindReply, CallID: 2}).AppendTo(nil),
+		"metadata": (&Envelope{Kind: KindRequest, CallID: 2, GrainType: base.GrainType, GrainKey: base.GrainKey, MethodID: 1,
+			Metadata: []string{"tenant", "acme"}}).AppendTo(nil),
+		"a caller not seen before": (&Envelope{Kind: KindRequest, CallID: 2, GrainType: base.GrainType, GrainKey: base.GrainKey, MethodID: 1,
+			Caller: &Identity{Kind: 2, Name: "silo-3"}}).AppendTo(nil),
 	} {
 		var e Envelope
 		assert.False(t, dec.fastRequest(frame, &e), name)
