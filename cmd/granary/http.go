@@ -132,6 +132,9 @@ func listenHTTPAs(flag, addr string, handler http.Handler, tlsConfig *tls.Config
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	if tlsConfig != nil {
+		// A server adds what HTTP/2 needs to its configuration: the two
+		// ports must not share one.
+		tlsConfig = tlsConfig.Clone()
 		protocols.SetHTTP2(true)
 	} else {
 		// gRPC without TLS needs HTTP/2 in clear text (h2c) beside HTTP/1.1.
