@@ -99,3 +99,27 @@ func TestTheBinaryServesHTTPSAndChangesNeedAnAdminCredential(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(metrics), `granary_http_refusals_total{port="admin",reason="no_admin_right"} 4`)
 }
+
+// The TLS and client certificate flags report every problem at once.
+func TestTLSFlagsAreChecked(t *testing.T) {
+	ca := testcerts.NewCA(t, "granary test CA")
+	certPEM, keyPEM := testcerts.PEMFiles(t, ca.Certificate(t, "silo"))
+	cert, key := writeFile(t, "cert.pem", string(certPEM)), writeFile(t, "key.pem", string(keyPEM))
+	_, err := parseConfig([]string{
+		"-http-tls-cert", cert, // without its key
+		"-client-certs-file", writeFile(t, "certs", "ops:root\nno-rights\n"), // without -client-ca, bad lines
+	}, devNull(t))
+	require.Error(t, err)
+	for _, want := range []string{
+		"-http-tls-cert and -http-tls-key go together",
+		"-client-certs-file needs -client-ca",
+		`certs:1: actor: unknown right "root"`,
+		"certs:2: want name:rights",
+	} {
+		assert.ErrorContains(t, err, want)
+	}
+	_, err = parseConfig([]string{"-client-ca", writeFile(t, "ca.pem", string(ca.PEM()))}, devNull(t))
+	assert.ErrorContains(t, err, "-client-ca needs -tls-cert (the gateway) or -http-tls-cert")
+	_, err = parseConfig([]string{"-http-tls-cert", cert, "-http-tls-key", key, "-client-ca", writeFile(t, "bad.pem", "not a certificate")}, devNull(t))
+	assert.ErrorContains(t, err, "no PEM certificate")
+}
