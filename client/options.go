@@ -52,7 +52,9 @@ type Options struct {
 	Token *Token
 	// TLS, when set, runs connections over TLS with this client
 	// configuration (with Certificates, for gateways that ask for mutual
-	// TLS).
+	// TLS). A certificate the gateway verifies is a client credential:
+	// grains see the client named after it (actor.IdentityOf), with the
+	// rights silo.Security.ClientCertificates grants the name.
 	TLS *tls.Config
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -41,9 +42,11 @@ Commands:
   limiter configure ALGORITHM KEY CONFIG   apply a named configuration (admin port)
 
 ALGORITHM is concurrency, fixed-window, sliding-window or token-bucket.
-The admin operations go to the admin port; with -gateway and -token-file,
-reset and delete go through the gateway instead, with a token that has
-the admin right. Exit status: 0 done, 1 failed, 2 bad usage.
+The admin operations need a client token with the admin right (-token-file).
+They go to the admin port, which is sent the token's secret as
+Authorization: Bearer; with -gateway, reset and delete go through the
+gateway instead, as a client holding the token.
+Exit status: 0 done, 1 failed, 2 bad usage.
 
 Flags:
 `
@@ -183,6 +186,21 @@ func (f *ctlFlags) limiter(ctx context.Context, op string, alg apiv1.Algorithm, 
 	api := func(base string) ratelimitv1connect.RateLimitServiceClient {
 		return ratelimitv1connect.NewRateLimitServiceClient(http.DefaultClient, strings.TrimSuffix(base, "/"), connect.WithProtoJSON())
 	}
+	adminAPI := func() (ratelimitv1connect.RateLimitServiceClient, error) {
+		token, err := f.token()
+		if err != nil {
+			return nil, err
+		}
+		bearer := "Bearer " + hex.EncodeToString(token.Secret)
+		withToken := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				req.Header().Set("Authorization", bearer)
+				return next(ctx, req)
+			}
+		})
+		return ratelimitv1connect.NewRateLimitServiceClient(http.DefaultClient, strings.TrimSuffix(f.admin, "/"),
+			connect.WithProtoJSON(), connect.WithInterceptors(withToken)), nil
+	}
 	done := ctlOutput{value: map[string]string{"done": op, "key": key}, rows: [][]string{{op + ": done"}}}
 	switch {
 	case op == "stats" && len(rest) == 0:
@@ -209,15 +227,22 @@ func (f *ctlFlags) limiter(ctx context.Context, op string, alg apiv1.Algorithm, 
 		if f.gateway != "" {
 			return done, f.throughGateway(ctx, op, alg, key)
 		}
-		var err error
+		admin, err := adminAPI()
+		if err != nil {
+			return ctlOutput{}, err
+		}
 		if op == "reset" {
-			_, err = api(f.admin).Reset(ctx, connect.NewRequest(&apiv1.ResetRequest{Algorithm: alg, Key: key}))
+			_, err = admin.Reset(ctx, connect.NewRequest(&apiv1.ResetRequest{Algorithm: alg, Key: key}))
 		} else {
-			_, err = api(f.admin).DeleteState(ctx, connect.NewRequest(&apiv1.DeleteStateRequest{Algorithm: alg, Key: key}))
+			_, err = admin.DeleteState(ctx, connect.NewRequest(&apiv1.DeleteStateRequest{Algorithm: alg, Key: key}))
 		}
 		return done, err
 	case op == "configure" && len(rest) == 1:
-		_, err := api(f.admin).Configure(ctx, connect.NewRequest(&apiv1.ConfigureRequest{Algorithm: alg, Key: key, Config: rest[0]}))
+		admin, err := adminAPI()
+		if err != nil {
+			return ctlOutput{}, err
+		}
+		_, err = admin.Configure(ctx, connect.NewRequest(&apiv1.ConfigureRequest{Algorithm: alg, Key: key, Config: rest[0]}))
 		return done, err
 	}
 	return ctlOutput{}, fmt.Errorf("%w: limiter %s", errCtlUsage, op)
@@ -227,22 +252,11 @@ func (f *ctlFlags) limiter(ctx context.Context, op string, alg apiv1.Algorithm, 
 // with the token of -token-file: the gateway refuses it unless the token
 // has the admin right.
 func (f *ctlFlags) throughGateway(ctx context.Context, op string, alg apiv1.Algorithm, key string) error {
-	if f.tokenFile == "" {
-		return errors.New("-gateway needs -token-file: changes need a token with the admin right")
-	}
-	data, err := os.ReadFile(f.tokenFile)
+	token, err := f.token()
 	if err != nil {
 		return err
 	}
-	tokens, err := parseClientTokens(f.tokenFile, data)
-	if err != nil {
-		return err
-	}
-	if len(tokens) != 1 {
-		return fmt.Errorf("%s: want one token, found %d", f.tokenFile, len(tokens))
-	}
-	c, err := client.New(client.Options{Gateways: []string{f.gateway}, ClusterID: f.clusterID,
-		Token: &client.Token{Name: tokens[0].Name, Secret: tokens[0].Secret}})
+	c, err := client.New(client.Options{Gateways: []string{f.gateway}, ClusterID: f.clusterID, Token: token})
 	if err != nil {
 		return err
 	}
@@ -252,6 +266,26 @@ func (f *ctlFlags) throughGateway(ctx context.Context, op string, alg apiv1.Algo
 		return l.Reset(ctx)
 	}
 	return l.DeleteState(ctx)
+}
+
+// token reads the client token of -token-file, which the admin operations
+// need on every path.
+func (f *ctlFlags) token() (*client.Token, error) {
+	if f.tokenFile == "" {
+		return nil, errors.New("the admin operations need -token-file: a client token with the admin right")
+	}
+	data, err := os.ReadFile(f.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := parseClientTokens(f.tokenFile, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(tokens) != 1 {
+		return nil, fmt.Errorf("%s: want one token, found %d", f.tokenFile, len(tokens))
+	}
+	return &client.Token{Name: tokens[0].Name, Secret: tokens[0].Secret}, nil
 }
 
 func limiterOf(c proxy.Caller, alg apiv1.Algorithm, key string) ratelimit.Limiter {

@@ -97,7 +97,12 @@ func TestCtlShowsAndChangesARunningSilo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "5", stats(), "the reset gave the quota back")
 
-	// And through the admin port.
+	// And through the admin port, with the token as a bearer.
+	_, err = ctl(t, append(ports, "limiter", "configure", "fixed-window", "bob", "login")...)
+	require.ErrorContains(t, err, "-token-file", "no change without a token")
+	_, err = ctl(t, append(ports, "-token-file", writeFile(t, "app.token", "app:none:"+appSecret), "limiter", "configure", "fixed-window", "bob", "login")...)
+	require.ErrorContains(t, err, "requires the admin right", "the admin port refuses a token without the right")
+	ports = append(ports, "-token-file", writeFile(t, "ops.token", "ops:admin:"+opsSecret))
 	out, err = ctl(t, append(ports, "limiter", "configure", "fixed-window", "bob", "login")...)
 	require.NoError(t, err, out)
 	out, err = ctl(t, append(ports, "limiter", "config", "fixed-window", "bob")...)

@@ -116,10 +116,14 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	defer stop()
 	ready := &readiness{silo: s, expected: expectedSilos{n: cfg.flags.expectSilos, view: s}}
 	var port *httpPort
+	refusals, err := newHTTPRefusals(prom)
+	if err != nil {
+		return err
+	}
 	if prom != nil {
 		// Listening before the silo starts: /healthz answers and /readyz
 		// says "starting" while the silo joins its cluster.
-		apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, cfg.flags.apiDisableChanges)
+		apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, cfg.flags.apiDisableChanges, refusals.on("http")...)
 		if err != nil {
 			return err
 		}
@@ -128,12 +132,13 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 		if err := mountDashboard(mux, s, prom, false); err != nil {
 			return err
 		}
-		if port, err = listenHTTP(cfg.flags.http, mux, log); err != nil {
+		creds := &cfg.flags.credentials
+		if port, err = listenHTTP(cfg.flags.http, creds.auth.wrap(mux), creds.httpTLS, log); err != nil {
 			return err
 		}
 		port.serve()
 	}
-	admin, err := listenAdmin(cfg, s, prom, log)
+	admin, err := listenAdmin(cfg, s, prom, refusals, log)
 	if err != nil {
 		if port != nil {
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.flags.stopTimeout)
