@@ -51,7 +51,14 @@ build() {
   mkdir -p "$bin"
   git -C "$repo" worktree add --detach "$tree" "$rev" >/dev/null
   echo "compare: building $side ($rev)" >&2
-  (cd "$tree" && go build -o "$bin/granary-bench" ./cmd/granary-bench)
+  # The harness is a module of its own (bench/) since it took its peers'
+  # dependencies out of the framework's go.mod; older revisions have it in
+  # the root module.
+  if [ -f "$tree/bench/go.mod" ]; then
+    (cd "$tree/bench" && go build -o "$bin/granary-bench" ./cmd/granary-bench)
+  else
+    (cd "$tree" && go build -o "$bin/granary-bench" ./cmd/granary-bench)
+  fi
   if [ -f "$tree/bench/gubernator/go.mod" ]; then
     (cd "$tree/bench/gubernator" && go build -o "$bin/gubernator-bench" .)
   fi
@@ -59,7 +66,7 @@ build() {
 
 build base "$base"
 build head "$head"
-(cd "$repo" && go build -o "$work/bin/benchsummary" ./bench/cmd/benchsummary)
+(cd "$repo/bench" && go build -o "$work/bin/benchsummary" ./cmd/benchsummary)
 
 n=0
 for side in base head head base; do

@@ -18,7 +18,7 @@ import (
 // server, and 80% of the largest timeout must not overflow.
 func TestEveryTimeoutGivesABudget(t *testing.T) {
 	for _, timeout := range []time.Duration{1, 2, 3, 4, 5, 10, time.Second, math.MaxInt64 / 4, math.MaxInt64/4 + 1, math.MaxInt64} {
-		budget, err := Budget(context.Background(), timeout)
+		budget, err := callBudget(context.Background(), timeout)
 		require.NoError(t, err)
 		assert.Positive(t, budget, "timeout %v", timeout)
 		assert.LessOrEqual(t, budget, timeout, "timeout %v", timeout)

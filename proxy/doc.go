@@ -13,8 +13,9 @@
 // caller's ResponseTimeout. Methods marked with the option
 // (granary.bounded) = true also carry a budget: 80% of the response
 // timeout, or the time left before the caller's deadline when that is
-// shorter (Budget). The budget is a number on the request; the server
-// starts counting it when the method begins, so activation and routing
+// shorter. The budget is a number on the request (Call.Budget); the
+// server starts counting it when the method begins, and the method reads
+// it with actor.Budget, so activation and routing
 // time count only against the response timeout. It is not a globally
 // synchronised deadline. Nothing about it arms a timer unless the grain
 // has to wait.
@@ -26,14 +27,17 @@
 //
 // # Cancellation
 //
-// CancelRegistry is the server side of push cancellation: per connection,
-// call ids map to fresh, never-reused contexts. Early cancels are
-// remembered for a bounded time, late ones are no-ops.
+// Cancelling the context of a call the caller marked cancellable sends a
+// cancel to the server, which cancels the method's context (push
+// cancellation); a cancel that overtakes its request is remembered for a
+// bounded time, one after the call finished is a no-op.
 //
 // # Errors
 //
-// Errors that crossed the wire arrive as *RemoteError and match the
-// package's sentinels with errors.Is; a response timeout is a
-// *TimeoutError matching ErrTimeout; a caller's cancellation is
-// context.Canceled.
+// A call the runtime failed returns a *CallError, which matches the
+// package's sentinels with errors.Is by its Code, on whichever side of a
+// connection it arose; an error a grain returned on purpose is an *Error
+// with the grain's code, matched by that code (and ErrApplication); a
+// response timeout is a *TimeoutError matching ErrTimeout; a caller's
+// cancellation is context.Canceled.
 package proxy

@@ -134,14 +134,21 @@ func (e *Error) Error() string {
 	return e.Message + " (code " + strconv.FormatUint(uint64(e.Code), 10) + ")"
 }
 
-// Is reports whether target is ErrApplication or an *Error with the same
-// code.
+// ErrorCode returns e.Code. An error of another package with the same
+// method is, to errors.Is, the same error as an *Error of its code (see
+// Is): a library's sentinel that its grain sends as an *Error is matched
+// by callers on either side of a connection.
+func (e *Error) ErrorCode() uint32 { return e.Code }
+
+// Is reports whether target is ErrApplication or an error with the same
+// code: an *Error, or an error of another package that reports its code
+// through an ErrorCode method.
 func (e *Error) Is(target error) bool {
 	if target == ErrApplication {
 		return true
 	}
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	t, ok := target.(interface{ ErrorCode() uint32 })
+	return ok && t.ErrorCode() == e.Code
 }
 
 // CallError reports that the runtime failed a call (the grain type is

@@ -131,12 +131,12 @@ func (r Ref) Invoke(ctx context.Context, m *MethodDesc, in, out proto.Message, o
 	return r.caller.Call(ctx, call, in, out)
 }
 
-// Budget computes the budget of a bounded call: 80% of timeout, or the time
+// callBudget computes the budget of a bounded call: 80% of timeout, or the time
 // left before ctx's deadline when that is shorter, or, for a call a grain
 // makes with its method's context, the time left of that method's own
 // budget when that is shorter still. It fails with ErrBudgetExpired when
 // the deadline or the calling method's budget has already passed.
-func Budget(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+func callBudget(ctx context.Context, timeout time.Duration) (time.Duration, error) {
 	var budget time.Duration
 	switch {
 	case timeout <= 0:
@@ -194,13 +194,13 @@ func afterFilters(c Caller) Invoker {
 }
 
 // resolveBudget sets a bounded call's budget from ctx and call.Timeout
-// (see Budget), keeping a lower one a filter already set. A call that a
+// (see callBudget), keeping a lower one a filter already set. A call that a
 // grain method makes with its context while it has a budget also waits no
 // longer than that budget: the method's own caller will not wait for it.
 func resolveBudget(ctx context.Context, call *Call) error {
 	left, inherited := callerBudget(ctx)
 	if call.Method.Bounded {
-		budget, err := Budget(ctx, call.Timeout)
+		budget, err := callBudget(ctx, call.Timeout)
 		if err != nil {
 			return err
 		}

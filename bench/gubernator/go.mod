@@ -3,7 +3,6 @@ module github.com/granary-go/granary/bench/gubernator
 go 1.26.0
 
 require (
-	github.com/granary-go/granary v0.0.0
 	github.com/gubernator-io/gubernator/v2 v2.13.0
 	github.com/sirupsen/logrus v1.9.2
 	github.com/stretchr/testify v1.12.1
@@ -30,6 +29,7 @@ require (
 	github.com/google/gofuzz v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/googleapis/gnostic v0.5.5 // indirect
+	github.com/granary-go/granary/bench v0.0.0
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.19.0 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
@@ -103,3 +103,5 @@ require (
 // The harness's core comes from this checkout, so that the peer measures
 // with the same code as the harness that runs it.
 replace github.com/granary-go/granary => ../..
+
+replace github.com/granary-go/granary/bench => ../

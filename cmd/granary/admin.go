@@ -29,7 +29,7 @@ func newAdminMux(apiPath string, api http.Handler) *http.ServeMux {
 }
 
 // listenAdmin binds the admin port when -admin names one, and serves it.
-func listenAdmin(cfg *config, s *silo.Silo, log *slog.Logger) (*httpPort, error) {
+func listenAdmin(cfg *config, s *silo.Silo, prom *prometheusMetrics, log *slog.Logger) (*httpPort, error) {
 	if cfg.flags.admin == "none" {
 		return nil, nil
 	}
@@ -37,7 +37,12 @@ func listenAdmin(cfg *config, s *silo.Silo, log *slog.Logger) (*httpPort, error)
 	if err != nil {
 		return nil, err
 	}
-	p, err := listenHTTPAs("-admin", cfg.flags.admin, newAdminMux(apiPath, api), log)
+	mux := newAdminMux(apiPath, api)
+	if err := mountDashboard(mux, s, prom, true); err != nil {
+		return nil, err
+	}
+	handleLocate(mux, s)
+	p, err := listenHTTPAs("-admin", cfg.flags.admin, mux, log)
 	if err != nil {
 		return nil, err
 	}

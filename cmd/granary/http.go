@@ -77,6 +77,9 @@ func newMux(apiPath string, api http.Handler, ready *readiness, metrics http.Han
 type prometheusMetrics struct {
 	provider *sdkmetric.MeterProvider
 	handler  http.Handler
+	// silo gathers the silo's own instruments only, without the runtime's
+	// and the process's: what the dashboard reads.
+	silo prometheus.Gatherer
 }
 
 func newPrometheusMetrics() (*prometheusMetrics, error) {
@@ -87,13 +90,15 @@ func newPrometheusMetrics() (*prometheusMetrics, error) {
 	); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	exporter, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	siloReg := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(siloReg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	return &prometheusMetrics{
 		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)),
-		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		handler:  promhttp.HandlerFor(prometheus.Gatherers{reg, siloReg}, promhttp.HandlerOpts{}),
+		silo:     siloReg,
 	}, nil
 }
 

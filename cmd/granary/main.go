@@ -21,6 +21,9 @@ func main() {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		// -h or -help: the usage was printed, as asked.
+	case errors.Is(err, errCtlUsage):
+		fmt.Fprintln(os.Stderr, "granary:", err)
+		os.Exit(2)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "granary:", err)
 		os.Exit(1)
@@ -71,6 +74,9 @@ func parseConfig(args []string, stderr *os.File) (*config, error) {
 
 // run starts a silo and blocks until ctx ends or a stop signal arrives.
 func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
+	if len(args) > 0 && args[0] == "ctl" {
+		return runCtl(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := parseConfig(args, stderr)
 	if err != nil {
 		return err
@@ -119,12 +125,15 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 		}
 		mux := newMux(apiPath, api, ready, prom.handler)
 		handleCluster(mux, s)
+		if err := mountDashboard(mux, s, prom, false); err != nil {
+			return err
+		}
 		if port, err = listenHTTP(cfg.flags.http, mux, log); err != nil {
 			return err
 		}
 		port.serve()
 	}
-	admin, err := listenAdmin(cfg, s, log)
+	admin, err := listenAdmin(cfg, s, prom, log)
 	if err != nil {
 		if port != nil {
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.flags.stopTimeout)

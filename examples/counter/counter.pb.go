@@ -6,7 +6,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: counter.proto
+// source: examples/counter/counter.proto
 
 package counter
 
@@ -35,7 +35,7 @@ type AddRequest struct {
 
 func (x *AddRequest) Reset() {
 	*x = AddRequest{}
-	mi := &file_counter_proto_msgTypes[0]
+	mi := &file_examples_counter_counter_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +47,7 @@ func (x *AddRequest) String() string {
 func (*AddRequest) ProtoMessage() {}
 
 func (x *AddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[0]
+	mi := &file_examples_counter_counter_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +60,7 @@ func (x *AddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRequest.ProtoReflect.Descriptor instead.
 func (*AddRequest) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{0}
+	return file_examples_counter_counter_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *AddRequest) GetDelta() int64 {
@@ -79,7 +79,7 @@ type AddReply struct {
 
 func (x *AddReply) Reset() {
 	*x = AddReply{}
-	mi := &file_counter_proto_msgTypes[1]
+	mi := &file_examples_counter_counter_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -91,7 +91,7 @@ func (x *AddReply) String() string {
 func (*AddReply) ProtoMessage() {}
 
 func (x *AddReply) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[1]
+	mi := &file_examples_counter_counter_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -104,7 +104,7 @@ func (x *AddReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddReply.ProtoReflect.Descriptor instead.
 func (*AddReply) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{1}
+	return file_examples_counter_counter_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *AddReply) GetValue() int64 {
@@ -122,7 +122,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_counter_proto_msgTypes[2]
+	mi := &file_examples_counter_counter_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +134,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[2]
+	mi := &file_examples_counter_counter_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +147,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{2}
+	return file_examples_counter_counter_proto_rawDescGZIP(), []int{2}
 }
 
 type GetReply struct {
@@ -159,7 +159,7 @@ type GetReply struct {
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_counter_proto_msgTypes[3]
+	mi := &file_examples_counter_counter_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +171,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[3]
+	mi := &file_examples_counter_counter_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +184,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{3}
+	return file_examples_counter_counter_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetReply) GetValue() int64 {
@@ -194,11 +194,11 @@ func (x *GetReply) GetValue() int64 {
 	return 0
 }
 
-var File_counter_proto protoreflect.FileDescriptor
+var File_examples_counter_counter_proto protoreflect.FileDescriptor
 
-const file_counter_proto_rawDesc = "" +
+const file_examples_counter_counter_proto_rawDesc = "" +
 	"\n" +
-	"\rcounter.proto\x12\x18granary.examples.counter\x1a\x15granary/options.proto\"\"\n" +
+	"\x1eexamples/counter/counter.proto\x12\x18granary.examples.counter\x1a\x15granary/options.proto\"\"\n" +
 	"\n" +
 	"AddRequest\x12\x14\n" +
 	"\x05delta\x18\x01 \x01(\x03R\x05delta\" \n" +
@@ -213,25 +213,25 @@ const file_counter_proto_rawDesc = "" +
 	"\x03Get\x12$.granary.examples.counter.GetRequest\x1a\".granary.examples.counter.GetReplyB8Z6github.com/granary-go/granary/examples/counter;counterb\x06proto3"
 
 var (
-	file_counter_proto_rawDescOnce sync.Once
-	file_counter_proto_rawDescData []byte
+	file_examples_counter_counter_proto_rawDescOnce sync.Once
+	file_examples_counter_counter_proto_rawDescData []byte
 )
 
-func file_counter_proto_rawDescGZIP() []byte {
-	file_counter_proto_rawDescOnce.Do(func() {
-		file_counter_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_counter_proto_rawDesc), len(file_counter_proto_rawDesc)))
+func file_examples_counter_counter_proto_rawDescGZIP() []byte {
+	file_examples_counter_counter_proto_rawDescOnce.Do(func() {
+		file_examples_counter_counter_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_examples_counter_counter_proto_rawDesc), len(file_examples_counter_counter_proto_rawDesc)))
 	})
-	return file_counter_proto_rawDescData
+	return file_examples_counter_counter_proto_rawDescData
 }
 
-var file_counter_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
-var file_counter_proto_goTypes = []any{
+var file_examples_counter_counter_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_examples_counter_counter_proto_goTypes = []any{
 	(*AddRequest)(nil), // 0: granary.examples.counter.AddRequest
 	(*AddReply)(nil),   // 1: granary.examples.counter.AddReply
 	(*GetRequest)(nil), // 2: granary.examples.counter.GetRequest
 	(*GetReply)(nil),   // 3: granary.examples.counter.GetReply
 }
-var file_counter_proto_depIdxs = []int32{
+var file_examples_counter_counter_proto_depIdxs = []int32{
 	0, // 0: granary.examples.counter.Counter.Add:input_type -> granary.examples.counter.AddRequest
 	2, // 1: granary.examples.counter.Counter.Get:input_type -> granary.examples.counter.GetRequest
 	1, // 2: granary.examples.counter.Counter.Add:output_type -> granary.examples.counter.AddReply
@@ -243,26 +243,26 @@ var file_counter_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_counter_proto_init() }
-func file_counter_proto_init() {
-	if File_counter_proto != nil {
+func init() { file_examples_counter_counter_proto_init() }
+func file_examples_counter_counter_proto_init() {
+	if File_examples_counter_counter_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_counter_proto_rawDesc), len(file_counter_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_examples_counter_counter_proto_rawDesc), len(file_examples_counter_counter_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_counter_proto_goTypes,
-		DependencyIndexes: file_counter_proto_depIdxs,
-		MessageInfos:      file_counter_proto_msgTypes,
+		GoTypes:           file_examples_counter_counter_proto_goTypes,
+		DependencyIndexes: file_examples_counter_counter_proto_depIdxs,
+		MessageInfos:      file_examples_counter_counter_proto_msgTypes,
 	}.Build()
-	File_counter_proto = out.File
-	file_counter_proto_goTypes = nil
-	file_counter_proto_depIdxs = nil
+	File_examples_counter_counter_proto = out.File
+	file_examples_counter_counter_proto_goTypes = nil
+	file_examples_counter_counter_proto_depIdxs = nil
 }

@@ -9,20 +9,22 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/grains/ratelimit/internal/contract"
+	"github.com/granary-go/granary/grains/ratelimit/limiter"
 	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 	"github.com/granary-go/granary/proxy"
 )
 
-// Argument errors of acquisitions. They are *proxy.Error values with codes
-// of their own, so errors.Is finds them whichever way the call went: in
-// process, over a gateway, or relayed from silo to silo.
+// Argument errors of acquisitions: the limiter's own, which the grains send
+// as *proxy.Error values with codes of their own, so errors.Is finds them
+// whichever way the call went (in process, over a gateway, or relayed from
+// silo to silo) and matches limiter.ErrNegativeCount too.
 var (
 	// ErrNegativeCount is returned for a negative permit count, before
 	// anything is sent.
-	ErrNegativeCount = contract.ErrNegativeCount
+	ErrNegativeCount = limiter.ErrNegativeCount
 	// ErrCountExceedsLimit is returned by the grain for a count above the
 	// limiter's limit, which could never be granted.
-	ErrCountExceedsLimit = contract.ErrCountExceedsLimit
+	ErrCountExceedsLimit = limiter.ErrCountExceedsLimit
 )
 
 // Limiter is what every holder offers, whatever its algorithm: the group
@@ -55,6 +57,7 @@ type methodSet struct {
 	renew                                        *proxy.MethodDesc // nil for the time-based limiters
 	configure, configuration, reset, deleteState *proxy.MethodDesc
 	tryReplenish                                 *proxy.MethodDesc // nil for the concurrency limiter
+	leaseQuota, returnQuota                      *proxy.MethodDesc // nil for the concurrency limiter
 }
 
 // methodsOf finds the methods of a generated service by name.
@@ -71,6 +74,7 @@ func methodsOf(svc *proxy.ServiceDesc) methodSet {
 		acquire: named("Acquire"), acquireWith: named("AcquireAndCheckConfiguration"), tryAcquire: named("TryAcquire"), release: named("Release"), refund: named("Refund"), renew: named("Renew"),
 		statistics: named("Statistics"), configure: named("Configure"), configuration: named("Configuration"),
 		reset: named("Reset"), deleteState: named("DeleteState"), tryReplenish: named("TryReplenish"),
+		leaseQuota: named("LeaseQuota"), returnQuota: named("ReturnQuota"),
 	}
 }
 
@@ -167,6 +171,9 @@ type Holder[O Options] struct {
 	// boundRefundable is boundOne, refundable: what a decision over many
 	// limits sends.
 	boundRefundable proto.Message
+	// leased answers acquisitions from leased quota while the key is hot
+	// (leased.go); nil without.
+	leased *leasedQuota
 }
 
 var (
@@ -250,6 +257,9 @@ func (h *Holder[O]) ForKey(key string) *Holder[O] {
 	}{holder: *h}
 	both.grain = grainRef{ref: proxy.NewRef(h.grain.ref.Caller(), h.kind.grainType, key), release: h.kind.methods.release, refund: h.kind.methods.refund, renew: h.kind.methods.renew}
 	both.holder.grain = &both.grain
+	if h.leased != nil {
+		both.holder.leased = h.leased.forKey(&both.grain)
+	}
 	return &both.holder
 }
 
@@ -276,6 +286,11 @@ func (h *Holder[O]) Acquire(ctx context.Context, permits int64) (*Lease, error) 
 	if err := precheck(ctx, permits); err != nil {
 		return nil, err
 	}
+	if h.leased != nil {
+		if l, handled, err := h.leased.acquire(ctx, h.grain, permits, false); handled {
+			return l, err
+		}
+	}
 	in := acquireOne
 	if permits != 1 {
 		in = &pb.AcquireRequest{Permits: permits}
@@ -296,6 +311,11 @@ func (h *Holder[O]) AcquireAndConfigure(ctx context.Context, permits int64) (*Le
 	}
 	if h.boundErr != nil {
 		return nil, h.boundErr
+	}
+	if h.leased != nil {
+		if l, handled, err := h.leased.acquire(ctx, h.grain, permits, false); handled {
+			return l, err
+		}
 	}
 	in := h.boundOne
 	if permits != 1 {
@@ -321,6 +341,11 @@ func (h *Holder[O]) AcquireAndConfigure(ctx context.Context, permits int64) (*Le
 func (h *Holder[O]) TryAcquire(ctx context.Context, permits int64) (*Lease, error) {
 	if err := precheck(ctx, permits); err != nil {
 		return nil, err
+	}
+	if h.leased != nil && (!h.hasBound || h.boundErr == nil) {
+		if l, handled, err := h.leased.acquire(ctx, h.grain, permits, true); handled {
+			return l, err
+		}
 	}
 	var in proto.Message
 	switch {

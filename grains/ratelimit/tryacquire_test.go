@@ -12,6 +12,7 @@ import (
 
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/grains/ratelimit"
+	"github.com/granary-go/granary/grains/ratelimit/limiter"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
 	"github.com/granary-go/granary/testcluster"
@@ -241,6 +242,7 @@ func TestTryAcquireArgumentErrors(t *testing.T) {
 		assert.ErrorIs(t, err, ratelimit.ErrNegativeCount)
 		_, err = h.TryAcquire(context.Background(), 2)
 		assert.ErrorIs(t, err, ratelimit.ErrCountExceedsLimit)
+		assert.ErrorIs(t, err, limiter.ErrCountExceedsLimit, "the grain's answer is the limiter's error")
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err = h.TryAcquire(ctx, 1)

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
-	gengo "google.golang.org/protobuf/cmd/protoc-gen-go/internal_gengo"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/pluginpb"
 
@@ -32,22 +29,17 @@ func generate(opts options) (map[string][]byte, error) {
 	}
 	out := make(map[string][]byte)
 
-	// protoc-gen-go, in process.
-	gen, err := grainc.NewPlugin(req)
+	// protoc-gen-go, as a plugin.
+	resp, err := grainc.RunPlugin(grainc.ProtocGenGo(), req)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range gen.Files {
-		if f.Generate {
-			gengo.GenerateFile(gen, f)
-		}
-	}
-	if err := collect(out, gen.Response()); err != nil {
+	if err := collect(out, resp); err != nil {
 		return nil, err
 	}
 
 	// protoc-gen-connect-go, as a plugin.
-	resp, err := runPlugin(connectPlugin, req)
+	resp, err = grainc.RunPlugin(connectPlugin, req)
 	if err != nil {
 		return nil, err
 	}
@@ -66,9 +58,6 @@ func generate(opts options) (map[string][]byte, error) {
 }
 
 func collect(out map[string][]byte, resp *pluginpb.CodeGeneratorResponse) error {
-	if resp.Error != nil {
-		return fmt.Errorf("generator: %s", resp.GetError())
-	}
 	for _, f := range resp.File {
 		name := filepath.FromSlash(f.GetName())
 		if _, dup := out[name]; dup {
@@ -77,25 +66,6 @@ func collect(out map[string][]byte, resp *pluginpb.CodeGeneratorResponse) error 
 		out[name] = []byte(f.GetContent())
 	}
 	return nil
-}
-
-// runPlugin runs a protoc plugin on req, as protoc would.
-func runPlugin(command []string, req *pluginpb.CodeGeneratorRequest) (*pluginpb.CodeGeneratorResponse, error) {
-	in, err := proto.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s: %w: %s", strings.Join(command, " "), err, stderr.String())
-	}
-	resp := new(pluginpb.CodeGeneratorResponse)
-	if err := proto.Unmarshal(stdout.Bytes(), resp); err != nil {
-		return nil, fmt.Errorf("%s: %w", strings.Join(command, " "), err)
-	}
-	return resp, nil
 }
 
 // compile compiles the proto files into the request a protoc plugin gets,

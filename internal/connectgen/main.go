@@ -1,11 +1,11 @@
 // Command connectgen generates the Go code of a Connect service (gRPC and
 // HTTP/JSON from one handler) with Go alone: it compiles the proto files
-// in process (bufbuild/protocompile), writes the .pb.go with the protobuf
-// module's own generator in process, and the .connect.go with
-// protoc-gen-connect-go, the Connect project's generator, which is a main
-// package and so cannot be linked in: it is run by `go run` at the
-// version go.mod pins, fed the compiled request on its standard input as
-// protoc would feed it. No protoc binary is involved. The service code is
+// in process (bufbuild/protocompile), writes the .pb.go with protoc-gen-go
+// and the .connect.go with protoc-gen-connect-go, the Connect project's
+// generator. Both are main packages (protoc-gen-go's generator is internal
+// to the protobuf module), so they cannot be linked in: each is run by
+// `go run` at the version go.mod pins, fed the compiled request on its
+// standard input as protoc would feed it. No protoc binary is involved. The service code is
 // written as NAME_connect.pb.go (protoc-gen-connect-go names it
 // NAME.connect.go), so that it is known as generated code by its name.
 //

@@ -9,6 +9,5 @@ import (
 	_ "github.com/stretchr/testify/require"
 	_ "go.uber.org/goleak"
 	_ "golang.org/x/time/rate"
-	_ "google.golang.org/protobuf/cmd/protoc-gen-go/internal_gengo"
 	_ "google.golang.org/protobuf/compiler/protogen"
 )

@@ -1,9 +1,11 @@
 // Package grainc generates the Go code of grain contracts.
 //
 // A grain contract is a protobuf file with services. Generate compiles such
-// files in process (no protoc binary is needed), writes the usual .pb.go
-// with the protobuf module's own generator, and for every file with
-// services writes a _grain.pb.go holding, per service:
+// files in process (no protoc binary is needed), has protoc-gen-go write the
+// usual .pb.go, run as a protoc plugin by the go command (see ProtocGenGo:
+// its generator is internal to the protobuf module, the plugin protocol is
+// public), and for every file with services writes a _grain.pb.go holding,
+// per service:
 //
 //   - the grain type (the service's full protobuf name),
 //   - one proxy.MethodDesc per method, whose id is computed here, once,

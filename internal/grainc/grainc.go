@@ -14,8 +14,8 @@ import (
 
 	"github.com/bufbuild/protocompile"
 	"github.com/bufbuild/protocompile/linker"
-	gengo "google.golang.org/protobuf/cmd/protoc-gen-go/internal_gengo"
 	"google.golang.org/protobuf/compiler/protogen"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -76,23 +76,24 @@ func Generate(opts Options) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	gen, err := NewPlugin(req)
+	gen, err := newPlugin(req)
+	if err != nil {
+		return nil, err
+	}
+	pb, pbResp, err := generatePB(gen, req)
 	if err != nil {
 		return nil, err
 	}
 
 	codecs := wireCodecs(gen)
-	pbFiles := make(map[*protogen.File]*protogen.GeneratedFile)
 	for _, f := range gen.Files {
-		if !f.Generate {
-			continue
+		if f.Generate {
+			generateWireFile(gen, f, codecs)
 		}
-		pbFiles[f] = gengo.GenerateFile(gen, f)
-		generateWireFile(gen, f, codecs)
 	}
 	// The grain code is checked against the .pb.go files' declarations, so
 	// it comes last.
-	grains, err := checkGrains(gen, boundedExtension(gen), pbFiles)
+	grains, err := checkGrains(gen, boundedExtension(gen), pb)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +106,7 @@ func Generate(opts Options) (map[string][]byte, error) {
 	if resp.Error != nil {
 		return nil, fmt.Errorf("grainc: %s", resp.GetError())
 	}
+	resp.File = append(pbResp.File, resp.File...)
 
 	sourceRelative := strings.Contains(","+opts.Parameter+",", ",paths=source_relative,")
 	out := make(map[string][]byte, len(resp.File))
@@ -166,30 +168,77 @@ func compile(opts Options) (*pluginpb.CodeGeneratorRequest, *sourceResolver, err
 	}, src, nil
 }
 
-// NewPlugin returns protoc-gen-go's plugin for req, ready for
-// gengo.GenerateFile and the generators that add to its output.
-func NewPlugin(req *pluginpb.CodeGeneratorRequest) (*protogen.Plugin, error) {
+// newPlugin returns the plugin that generates granary's own files for req.
+func newPlugin(req *pluginpb.CodeGeneratorRequest) (*protogen.Plugin, error) {
 	gen, err := protogen.Options{}.New(req)
 	if err != nil {
 		// Typically a file without a go_package option.
 		return nil, fmt.Errorf("grainc: %w", err)
 	}
-	gen.SupportedFeatures = gengo.SupportedFeatures
-	gen.SupportedEditionsMinimum = gengo.SupportedEditionsMinimum
-	gen.SupportedEditionsMaximum = gengo.SupportedEditionsMaximum
 	return gen, nil
+}
+
+// generatePB runs protoc-gen-go on the files being generated and on the
+// other files of their Go packages, whose declarations the grain code
+// must not clash with either. It returns each file's .pb.go by file, and
+// protoc-gen-go's response holding the .pb.go of the files being generated.
+func generatePB(gen *protogen.Plugin, req *pluginpb.CodeGeneratorRequest) (map[*protogen.File][]byte, *pluginpb.CodeGeneratorResponse, error) {
+	packages := make(map[protogen.GoImportPath]bool)
+	for _, f := range gen.Files {
+		if f.Generate {
+			packages[f.GoImportPath] = true
+		}
+	}
+	pbReq := proto.Clone(req).(*pluginpb.CodeGeneratorRequest)
+	pbReq.FileToGenerate = nil
+	for _, f := range gen.Files {
+		if packages[f.GoImportPath] {
+			pbReq.FileToGenerate = append(pbReq.FileToGenerate, f.Desc.Path())
+		}
+	}
+	resp, err := RunPlugin(ProtocGenGo(), pbReq)
+	if err != nil {
+		return nil, nil, err
+	}
+	pb := make(map[*protogen.File][]byte)
+	kept := resp.File[:0]
+	for _, rf := range resp.File {
+		// Besides x.pb.go, the hybrid API adds x_protoopaque.pb.go, which
+		// declares the same names under another build tag.
+		f := generatedFrom(gen, rf.GetName(), func(f *protogen.File) bool { return packages[f.GoImportPath] })
+		if f == nil {
+			return nil, nil, fmt.Errorf("grainc: protoc-gen-go wrote %s, which comes from no file asked for", rf.GetName())
+		}
+		if rf.GetName() == f.GeneratedFilenamePrefix+".pb.go" {
+			pb[f] = []byte(rf.GetContent())
+		}
+		if f.Generate {
+			kept = append(kept, rf)
+		}
+	}
+	resp.File = kept
+	return pb, resp, nil
+}
+
+// generatedFrom returns the file, of those asked for, whose generated files
+// include name: the one with the longest prefix of name, or nil.
+func generatedFrom(gen *protogen.Plugin, name string, asked func(*protogen.File) bool) *protogen.File {
+	var from *protogen.File
+	for _, f := range gen.Files {
+		if asked(f) && strings.HasPrefix(name, f.GeneratedFilenamePrefix) && (from == nil || len(f.GeneratedFilenamePrefix) > len(from.GeneratedFilenamePrefix)) {
+			from = f
+		}
+	}
+	return from
 }
 
 // besideSource returns where a source-relative output belongs: in the
 // directory of the proto file that produced it.
 func besideSource(gen *protogen.Plugin, src *sourceResolver, name string) (string, error) {
-	// Source-relative names keep the proto's directory, so the proto is the
-	// generated file whose prefix is the longest prefix of name.
+	// Source-relative names keep the proto's directory.
 	var proto string
-	for _, f := range gen.Files {
-		if f.Generate && strings.HasPrefix(name, f.GeneratedFilenamePrefix) && len(f.Desc.Path()) > len(proto) {
-			proto = f.Desc.Path()
-		}
+	if f := generatedFrom(gen, name, func(f *protogen.File) bool { return f.Generate }); f != nil {
+		proto = f.Desc.Path()
 	}
 	disk, ok := src.location(proto)
 	if !ok {

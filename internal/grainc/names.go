@@ -7,7 +7,6 @@ import (
 	"go/token"
 	"slices"
 
-	gengo "google.golang.org/protobuf/cmd/protoc-gen-go/internal_gengo"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -31,14 +30,14 @@ func (d goDecl) describe(file string) string {
 // returns them by file. Besides checking each service alone, it refuses
 // generated identifiers that would clash in their Go package: with each
 // other, across all of the package's files being generated, or with the
-// identifiers the .pb.go files of the package declare. pbFiles holds the
-// .pb.go of each file being generated.
+// identifiers the .pb.go files of the package declare. pb holds the
+// .pb.go of each file of those packages.
 //
 // The grain code of a file counts only when the file is being generated,
 // since a file that is only imported may have been generated without it.
 // The .pb.go of every file of the package in the request counts, since the
 // package cannot use a proto file's types without it.
-func checkGrains(gen *protogen.Plugin, bounded protowire.Number, pbFiles map[*protogen.File]*protogen.GeneratedFile) (map[*protogen.File][]grainService, error) {
+func checkGrains(gen *protogen.Plugin, bounded protowire.Number, pb map[*protogen.File][]byte) (map[*protogen.File][]grainService, error) {
 	grains := make(map[*protogen.File][]grainService)
 	var packages []protogen.GoImportPath // in the order of their first file, for stable errors
 	for _, f := range gen.Files {
@@ -57,7 +56,7 @@ func checkGrains(gen *protogen.Plugin, bounded protowire.Number, pbFiles map[*pr
 		}
 	}
 	for _, pkg := range packages {
-		if err := checkPackageNames(gen, pkg, grains, pbFiles); err != nil {
+		if err := checkPackageNames(gen, pkg, grains, pb); err != nil {
 			return nil, err
 		}
 	}
@@ -66,13 +65,13 @@ func checkGrains(gen *protogen.Plugin, bounded protowire.Number, pbFiles map[*pr
 
 // checkPackageNames refuses grain code that would declare an identifier of
 // Go package pkg twice.
-func checkPackageNames(gen *protogen.Plugin, pkg protogen.GoImportPath, grains map[*protogen.File][]grainService, pbFiles map[*protogen.File]*protogen.GeneratedFile) error {
+func checkPackageNames(gen *protogen.Plugin, pkg protogen.GoImportPath, grains map[*protogen.File][]grainService, pb map[*protogen.File][]byte) error {
 	declared := make(map[string]goDecl)
 	for _, f := range gen.Files {
 		if f.GoImportPath != pkg {
 			continue
 		}
-		decls, err := pbDeclarations(gen, f, pbFiles[f])
+		decls, err := pbDeclarations(f, pb[f])
 		if err != nil {
 			return err
 		}
@@ -104,17 +103,8 @@ func checkPackageNames(gen *protogen.Plugin, pkg protogen.GoImportPath, grains m
 // pbDeclarations lists the package-level identifiers of f's .pb.go, taken
 // from the code protoc-gen-go writes, so that every kind of declaration
 // counts (default values, extensions, public import aliases, enum value
-// maps and whatever later versions add). gf is that .pb.go, or nil when f
-// is not being generated, in which case it is generated here and dropped.
-func pbDeclarations(gen *protogen.Plugin, f *protogen.File, gf *protogen.GeneratedFile) ([]goDecl, error) {
-	if gf == nil {
-		gf = gengo.GenerateFile(gen, f)
-		gf.Skip()
-	}
-	src, err := gf.Content()
-	if err != nil {
-		return nil, fmt.Errorf("grainc: %s: %w", f.Desc.Path(), err)
-	}
+// maps and whatever later versions add). src is that .pb.go.
+func pbDeclarations(f *protogen.File, src []byte) ([]goDecl, error) {
 	parsed, err := parser.ParseFile(token.NewFileSet(), "", src, parser.SkipObjectResolution)
 	if err != nil {
 		return nil, fmt.Errorf("grainc: %s: %w", f.Desc.Path(), err)

@@ -202,7 +202,7 @@ message Fine { mm.M m = 1; }`,
 func TestWireLocalsListsEveryDeclaredName(t *testing.T) {
 	out, err := Generate(wiretestOptions)
 	require.NoError(t, err)
-	src := out[filepath.Join("wiretest", "wiretest_wire.pb.go")]
+	src := out[filepath.Join(moduleRoot, "internal", "grainc", "wiretest", "wiretest_wire.pb.go")]
 	require.NotNil(t, src)
 	file, err := parser.ParseFile(token.NewFileSet(), "wire.pb.go", src, 0)
 	require.NoError(t, err)

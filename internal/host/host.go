@@ -67,19 +67,19 @@ func (o *HostOptions) EnsureDefaults() {
 func (o *HostOptions) Validate() error {
 	var errs []error
 	if o.CollectionAge < 0 {
-		errs = append(errs, fmt.Errorf("actor: CollectionAge %v is negative", o.CollectionAge))
+		errs = append(errs, fmt.Errorf("host: CollectionAge %v is negative", o.CollectionAge))
 	}
 	if o.CollectionQuantum < 0 {
-		errs = append(errs, fmt.Errorf("actor: CollectionQuantum %v is negative", o.CollectionQuantum))
+		errs = append(errs, fmt.Errorf("host: CollectionQuantum %v is negative", o.CollectionQuantum))
 	}
 	if o.ActivationTimeout < 0 {
-		errs = append(errs, fmt.Errorf("actor: ActivationTimeout %v is negative", o.ActivationTimeout))
+		errs = append(errs, fmt.Errorf("host: ActivationTimeout %v is negative", o.ActivationTimeout))
 	}
 	if o.DeactivationTimeout < 0 {
-		errs = append(errs, fmt.Errorf("actor: DeactivationTimeout %v is negative", o.DeactivationTimeout))
+		errs = append(errs, fmt.Errorf("host: DeactivationTimeout %v is negative", o.DeactivationTimeout))
 	}
 	if o.MaxActivations < 0 {
-		errs = append(errs, fmt.Errorf("actor: MaxActivations %d is negative", o.MaxActivations))
+		errs = append(errs, fmt.Errorf("host: MaxActivations %d is negative", o.MaxActivations))
 	}
 	return errors.Join(errs...)
 }
@@ -230,10 +230,10 @@ func NewHost(opts HostOptions, kinds []*Kind, optFns ...HostOption) (*Host, erro
 	}
 	for _, k := range kinds {
 		if k.Type == "" || k.New == nil || k.Dispatcher == nil {
-			return nil, fmt.Errorf("actor: kind %q is incomplete", k.Type)
+			return nil, fmt.Errorf("host: kind %q is incomplete", k.Type)
 		}
 		if _, dup := h.kinds[k.Type]; dup {
-			return nil, fmt.Errorf("actor: grain type %q registered twice", k.Type)
+			return nil, fmt.Errorf("host: grain type %q registered twice", k.Type)
 		}
 		h.kinds[k.Type] = k
 	}
@@ -546,9 +546,9 @@ func (h *Host) Stop(ctx context.Context) error {
 	select {
 	case <-empty:
 	case <-ctx.Done():
-		err = fmt.Errorf("actor: stop: %w", ctx.Err())
+		err = fmt.Errorf("host: stop: %w", ctx.Err())
 		if busy := h.Busy(); len(busy) > 0 {
-			err = fmt.Errorf("actor: stop: %w: %d grains did not deactivate in time: %s", ctx.Err(), len(busy), busyList(busy))
+			err = fmt.Errorf("host: stop: %w: %d grains did not deactivate in time: %s", ctx.Err(), len(busy), busyList(busy))
 		}
 	}
 	if err == nil {

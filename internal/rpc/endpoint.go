@@ -26,7 +26,7 @@ var ErrNoInbound = fmt.Errorf("%w: this peer hosts no grains", proxy.ErrUnavaila
 
 // ErrNotSent marks a call that failed before its request left: the callee
 // cannot have acted on it, so trying again cannot run it twice.
-var ErrNotSent = errors.New("cluster: request not sent")
+var ErrNotSent = errors.New("rpc: request not sent")
 
 // Inbound receives the requests that arrive on an endpoint. host.Host is one.
 type Inbound interface {

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: counter.proto
+// source: internal/testgrain/counter.proto
 
 package testgrain
 
@@ -31,7 +31,7 @@ type AddRequest struct {
 
 func (x *AddRequest) Reset() {
 	*x = AddRequest{}
-	mi := &file_counter_proto_msgTypes[0]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +43,7 @@ func (x *AddRequest) String() string {
 func (*AddRequest) ProtoMessage() {}
 
 func (x *AddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[0]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +56,7 @@ func (x *AddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRequest.ProtoReflect.Descriptor instead.
 func (*AddRequest) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{0}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *AddRequest) GetDelta() int64 {
@@ -77,7 +77,7 @@ type AddReply struct {
 
 func (x *AddReply) Reset() {
 	*x = AddReply{}
-	mi := &file_counter_proto_msgTypes[1]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -89,7 +89,7 @@ func (x *AddReply) String() string {
 func (*AddReply) ProtoMessage() {}
 
 func (x *AddReply) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[1]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -102,7 +102,7 @@ func (x *AddReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddReply.ProtoReflect.Descriptor instead.
 func (*AddReply) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{1}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *AddReply) GetValue() int64 {
@@ -127,7 +127,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_counter_proto_msgTypes[2]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +139,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[2]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +152,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{2}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{2}
 }
 
 type GetReply struct {
@@ -166,7 +166,7 @@ type GetReply struct {
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_counter_proto_msgTypes[3]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -178,7 +178,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[3]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -191,7 +191,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{3}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetReply) GetValue() int64 {
@@ -218,7 +218,7 @@ type BlockRequest struct {
 
 func (x *BlockRequest) Reset() {
 	*x = BlockRequest{}
-	mi := &file_counter_proto_msgTypes[4]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -230,7 +230,7 @@ func (x *BlockRequest) String() string {
 func (*BlockRequest) ProtoMessage() {}
 
 func (x *BlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[4]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -243,7 +243,7 @@ func (x *BlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockRequest.ProtoReflect.Descriptor instead.
 func (*BlockRequest) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{4}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BlockRequest) GetTag() string {
@@ -264,7 +264,7 @@ type BlockReply struct {
 
 func (x *BlockReply) Reset() {
 	*x = BlockReply{}
-	mi := &file_counter_proto_msgTypes[5]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +276,7 @@ func (x *BlockReply) String() string {
 func (*BlockReply) ProtoMessage() {}
 
 func (x *BlockReply) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[5]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +289,7 @@ func (x *BlockReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockReply.ProtoReflect.Descriptor instead.
 func (*BlockReply) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{5}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BlockReply) GetCancelled() bool {
@@ -307,7 +307,7 @@ type PanicRequest struct {
 
 func (x *PanicRequest) Reset() {
 	*x = PanicRequest{}
-	mi := &file_counter_proto_msgTypes[6]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +319,7 @@ func (x *PanicRequest) String() string {
 func (*PanicRequest) ProtoMessage() {}
 
 func (x *PanicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[6]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +332,7 @@ func (x *PanicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PanicRequest.ProtoReflect.Descriptor instead.
 func (*PanicRequest) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{6}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{6}
 }
 
 type PanicReply struct {
@@ -343,7 +343,7 @@ type PanicReply struct {
 
 func (x *PanicReply) Reset() {
 	*x = PanicReply{}
-	mi := &file_counter_proto_msgTypes[7]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -355,7 +355,7 @@ func (x *PanicReply) String() string {
 func (*PanicReply) ProtoMessage() {}
 
 func (x *PanicReply) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[7]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -368,7 +368,7 @@ func (x *PanicReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PanicReply.ProtoReflect.Descriptor instead.
 func (*PanicReply) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{7}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{7}
 }
 
 type NeverRequest struct {
@@ -379,7 +379,7 @@ type NeverRequest struct {
 
 func (x *NeverRequest) Reset() {
 	*x = NeverRequest{}
-	mi := &file_counter_proto_msgTypes[8]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +391,7 @@ func (x *NeverRequest) String() string {
 func (*NeverRequest) ProtoMessage() {}
 
 func (x *NeverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[8]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +404,7 @@ func (x *NeverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NeverRequest.ProtoReflect.Descriptor instead.
 func (*NeverRequest) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{8}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{8}
 }
 
 type NeverReply struct {
@@ -415,7 +415,7 @@ type NeverReply struct {
 
 func (x *NeverReply) Reset() {
 	*x = NeverReply{}
-	mi := &file_counter_proto_msgTypes[9]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +427,7 @@ func (x *NeverReply) String() string {
 func (*NeverReply) ProtoMessage() {}
 
 func (x *NeverReply) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[9]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +440,7 @@ func (x *NeverReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NeverReply.ProtoReflect.Descriptor instead.
 func (*NeverReply) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{9}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{9}
 }
 
 type FailRequest struct {
@@ -456,7 +456,7 @@ type FailRequest struct {
 
 func (x *FailRequest) Reset() {
 	*x = FailRequest{}
-	mi := &file_counter_proto_msgTypes[10]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +468,7 @@ func (x *FailRequest) String() string {
 func (*FailRequest) ProtoMessage() {}
 
 func (x *FailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[10]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +481,7 @@ func (x *FailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
 func (*FailRequest) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{10}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FailRequest) GetCode() uint32 {
@@ -520,7 +520,7 @@ type FailReply struct {
 
 func (x *FailReply) Reset() {
 	*x = FailReply{}
-	mi := &file_counter_proto_msgTypes[11]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +532,7 @@ func (x *FailReply) String() string {
 func (*FailReply) ProtoMessage() {}
 
 func (x *FailReply) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[11]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +545,7 @@ func (x *FailReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailReply.ProtoReflect.Descriptor instead.
 func (*FailReply) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{11}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{11}
 }
 
 type RelayRequest struct {
@@ -558,7 +558,7 @@ type RelayRequest struct {
 
 func (x *RelayRequest) Reset() {
 	*x = RelayRequest{}
-	mi := &file_counter_proto_msgTypes[12]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +570,7 @@ func (x *RelayRequest) String() string {
 func (*RelayRequest) ProtoMessage() {}
 
 func (x *RelayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[12]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +583,7 @@ func (x *RelayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayRequest.ProtoReflect.Descriptor instead.
 func (*RelayRequest) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{12}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RelayRequest) GetKey() string {
@@ -613,7 +613,7 @@ type RelayReply struct {
 
 func (x *RelayReply) Reset() {
 	*x = RelayReply{}
-	mi := &file_counter_proto_msgTypes[13]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +625,7 @@ func (x *RelayReply) String() string {
 func (*RelayReply) ProtoMessage() {}
 
 func (x *RelayReply) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[13]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +638,7 @@ func (x *RelayReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayReply.ProtoReflect.Descriptor instead.
 func (*RelayReply) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{13}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RelayReply) GetValue() int64 {
@@ -672,7 +672,7 @@ type NestRequest struct {
 
 func (x *NestRequest) Reset() {
 	*x = NestRequest{}
-	mi := &file_counter_proto_msgTypes[14]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +684,7 @@ func (x *NestRequest) String() string {
 func (*NestRequest) ProtoMessage() {}
 
 func (x *NestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_counter_proto_msgTypes[14]
+	mi := &file_internal_testgrain_counter_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +697,7 @@ func (x *NestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NestRequest.ProtoReflect.Descriptor instead.
 func (*NestRequest) Descriptor() ([]byte, []int) {
-	return file_counter_proto_rawDescGZIP(), []int{14}
+	return file_internal_testgrain_counter_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NestRequest) GetKey() string {
@@ -714,11 +714,11 @@ func (x *NestRequest) GetTag() string {
 	return ""
 }
 
-var File_counter_proto protoreflect.FileDescriptor
+var File_internal_testgrain_counter_proto protoreflect.FileDescriptor
 
-const file_counter_proto_rawDesc = "" +
+const file_internal_testgrain_counter_proto_rawDesc = "" +
 	"\n" +
-	"\rcounter.proto\x12\fgranary.test\x1a\x15granary/options.proto\"\"\n" +
+	" internal/testgrain/counter.proto\x12\fgranary.test\x1a\x15granary/options.proto\"\"\n" +
 	"\n" +
 	"AddRequest\x12\x14\n" +
 	"\x05delta\x18\x01 \x01(\x03R\x05delta\"C\n" +
@@ -769,19 +769,19 @@ const file_counter_proto_rawDesc = "" +
 	"\x04Nest\x12\x19.granary.test.NestRequest\x1a\x18.granary.test.BlockReply\"\x04\x88\x80\x19\x01B<Z:github.com/granary-go/granary/internal/testgrain;testgrainb\x06proto3"
 
 var (
-	file_counter_proto_rawDescOnce sync.Once
-	file_counter_proto_rawDescData []byte
+	file_internal_testgrain_counter_proto_rawDescOnce sync.Once
+	file_internal_testgrain_counter_proto_rawDescData []byte
 )
 
-func file_counter_proto_rawDescGZIP() []byte {
-	file_counter_proto_rawDescOnce.Do(func() {
-		file_counter_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_counter_proto_rawDesc), len(file_counter_proto_rawDesc)))
+func file_internal_testgrain_counter_proto_rawDescGZIP() []byte {
+	file_internal_testgrain_counter_proto_rawDescOnce.Do(func() {
+		file_internal_testgrain_counter_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_internal_testgrain_counter_proto_rawDesc), len(file_internal_testgrain_counter_proto_rawDesc)))
 	})
-	return file_counter_proto_rawDescData
+	return file_internal_testgrain_counter_proto_rawDescData
 }
 
-var file_counter_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
-var file_counter_proto_goTypes = []any{
+var file_internal_testgrain_counter_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_internal_testgrain_counter_proto_goTypes = []any{
 	(*AddRequest)(nil),   // 0: granary.test.AddRequest
 	(*AddReply)(nil),     // 1: granary.test.AddReply
 	(*GetRequest)(nil),   // 2: granary.test.GetRequest
@@ -798,7 +798,7 @@ var file_counter_proto_goTypes = []any{
 	(*RelayReply)(nil),   // 13: granary.test.RelayReply
 	(*NestRequest)(nil),  // 14: granary.test.NestRequest
 }
-var file_counter_proto_depIdxs = []int32{
+var file_internal_testgrain_counter_proto_depIdxs = []int32{
 	0,  // 0: granary.test.Counter.Add:input_type -> granary.test.AddRequest
 	2,  // 1: granary.test.Counter.Get:input_type -> granary.test.GetRequest
 	4,  // 2: granary.test.Counter.Block:input_type -> granary.test.BlockRequest
@@ -822,26 +822,26 @@ var file_counter_proto_depIdxs = []int32{
 	0,  // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_counter_proto_init() }
-func file_counter_proto_init() {
-	if File_counter_proto != nil {
+func init() { file_internal_testgrain_counter_proto_init() }
+func file_internal_testgrain_counter_proto_init() {
+	if File_internal_testgrain_counter_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_counter_proto_rawDesc), len(file_counter_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_testgrain_counter_proto_rawDesc), len(file_internal_testgrain_counter_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_counter_proto_goTypes,
-		DependencyIndexes: file_counter_proto_depIdxs,
-		MessageInfos:      file_counter_proto_msgTypes,
+		GoTypes:           file_internal_testgrain_counter_proto_goTypes,
+		DependencyIndexes: file_internal_testgrain_counter_proto_depIdxs,
+		MessageInfos:      file_internal_testgrain_counter_proto_msgTypes,
 	}.Build()
-	File_counter_proto = out.File
-	file_counter_proto_goTypes = nil
-	file_counter_proto_depIdxs = nil
+	File_internal_testgrain_counter_proto = out.File
+	file_internal_testgrain_counter_proto_goTypes = nil
+	file_internal_testgrain_counter_proto_depIdxs = nil
 }

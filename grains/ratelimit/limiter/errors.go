@@ -10,11 +10,11 @@ import (
 var (
 	// ErrNegativeCount is returned when a permit count is below zero. It is
 	// checked before anything else.
-	ErrNegativeCount = errors.New("limiter: permit count is negative")
+	ErrNegativeCount error = &argumentError{"limiter: permit count is negative", 4001}
 	// ErrCountExceedsLimit is returned when a permit count is above the
 	// limiter's permit (or token) limit, so it could never be satisfied. It
 	// is checked before ErrClosed.
-	ErrCountExceedsLimit = errors.New("limiter: permit count exceeds the limit")
+	ErrCountExceedsLimit error = &argumentError{"limiter: permit count exceeds the limit", 4002}
 	// ErrClosed is returned by a limiter that has been closed.
 	ErrClosed = errors.New("limiter: closed")
 	// ErrInvalidOptions is wrapped by every [*OptionsError].
@@ -26,6 +26,28 @@ var (
 	// limiter's options, or when waiters are queued.
 	ErrInvalidState = errors.New("limiter: invalid state")
 )
+
+// argumentError is an argument error of an acquisition. The rate-limiting
+// grains send it to their callers as an application error (a proxy.Error)
+// with its code, which is part of their wire contract and never changes;
+// errors.Is matches the two by that code, both ways, so a caller tests for
+// one error whether the limiter ran in its process or behind a connection.
+type argumentError struct {
+	msg  string
+	code uint32
+}
+
+func (e *argumentError) Error() string { return e.msg }
+
+// ErrorCode returns the code the error travels with.
+func (e *argumentError) ErrorCode() uint32 { return e.code }
+
+// Is reports whether target carries the same code, as the error a caller
+// receives from a grain does.
+func (e *argumentError) Is(target error) bool {
+	t, ok := target.(interface{ ErrorCode() uint32 })
+	return ok && t.ErrorCode() == e.code
+}
 
 // FieldError describes one invalid options field.
 type FieldError struct {

@@ -52,6 +52,10 @@ func (stub[P, R]) DeleteState(context.Context, *DeleteStateRequest) (*DeleteStat
 func (stub[P, R]) TryReplenish(context.Context, *TryReplenishRequest) (*TryReplenishReply, error) {
 	return nil, nil
 }
+func (stub[P, R]) LeaseQuota(context.Context, *QuotaRequest) (*QuotaReply, error) { return nil, nil }
+func (stub[P, R]) ReturnQuota(context.Context, *ReturnQuotaRequest) (*ReturnQuotaReply, error) {
+	return nil, nil
+}
 
 // TestReferencesCallTheirMethodsAndTheServicesDispatchThem checks the
 // generated code of each service against its contract: every reference
@@ -71,7 +75,7 @@ func TestReferencesCallTheirMethodsAndTheServicesDispatchThem(t *testing.T) {
 		{TokenBucketLimiterService, NewTokenBucketLimiterRef(r, "k"), stub[*TokenBucketOptions, *TokenBucketAcquireRequest]{}},
 	} {
 		require.NoError(t, svc.desc.Validate())
-		sd := File_ratelimit_proto.Services().ByName(svcName(svc.desc.Name))
+		sd := File_grains_ratelimit_ratelimitpb_ratelimit_proto.Services().ByName(svcName(svc.desc.Name))
 		require.NotNil(t, sd)
 		ref := reflect.ValueOf(svc.ref)
 		assert.Equal(t, actor.GrainID{Type: svc.desc.Name, Key: "k"}, ref.MethodByName("GrainID").Call(nil)[0].Interface())
@@ -98,7 +102,7 @@ func TestReferencesCallTheirMethodsAndTheServicesDispatchThem(t *testing.T) {
 
 // svcName is the short name of a service of this file.
 func svcName(full string) protoreflect.Name {
-	return protoreflect.Name(full[len(File_ratelimit_proto.Package())+1:])
+	return protoreflect.Name(full[len(File_grains_ratelimit_ratelimitpb_ratelimit_proto.Package())+1:])
 }
 
 func protoName(s string) protoreflect.Name { return protoreflect.Name(s) }

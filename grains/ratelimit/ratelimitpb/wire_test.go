@@ -79,7 +79,7 @@ func scalar(r *rand.Rand, fd protoreflect.FieldDescriptor) protoreflect.Value {
 // what the generated decoder reads back.
 func TestGeneratedCodecsAgreeWithProtobuf(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	messages := File_ratelimit_proto.Messages()
+	messages := File_grains_ratelimit_ratelimitpb_ratelimit_proto.Messages()
 	for i := 0; i < messages.Len(); i++ {
 		md := messages.Get(i)
 		mt, err := protoRegistryFind(md.FullName())
@@ -112,7 +112,7 @@ func protoRegistryFind(name protoreflect.FullName) (protoreflect.MessageType, er
 // accepts exactly what protobuf accepts, into the same message.
 func TestGeneratedDecoderRejectsWhatProtobufRejects(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	messages := File_ratelimit_proto.Messages()
+	messages := File_grains_ratelimit_ratelimitpb_ratelimit_proto.Messages()
 	for i := 0; i < messages.Len(); i++ {
 		mt, err := protoRegistryFind(messages.Get(i).FullName())
 		require.NoError(t, err)
@@ -147,7 +147,7 @@ func TestGeneratedDecoderRejectsWhatProtobufRejects(t *testing.T) {
 // message and on a nil one, and compares it with the field's value.
 func TestGettersReadTheirFields(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	messages := File_ratelimit_proto.Messages()
+	messages := File_grains_ratelimit_ratelimitpb_ratelimit_proto.Messages()
 	for i := 0; i < messages.Len(); i++ {
 		mt, err := protoRegistryFind(messages.Get(i).FullName())
 		require.NoError(t, err)
@@ -212,7 +212,7 @@ func goName(field string) string {
 // what protobuf accepts, into the same message.
 func FuzzGeneratedDecoders(f *testing.F) {
 	r := rand.New(rand.NewPCG(7, 8))
-	messages := File_ratelimit_proto.Messages()
+	messages := File_grains_ratelimit_ratelimitpb_ratelimit_proto.Messages()
 	for i := 0; i < messages.Len(); i++ {
 		mt, err := protoRegistryFind(messages.Get(i).FullName())
 		if err != nil {

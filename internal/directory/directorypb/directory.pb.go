@@ -6,7 +6,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: directory.proto
+// source: internal/directory/directorypb/directory.proto
 
 package directorypb
 
@@ -36,7 +36,7 @@ type GrainID struct {
 
 func (x *GrainID) Reset() {
 	*x = GrainID{}
-	mi := &file_directory_proto_msgTypes[0]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +48,7 @@ func (x *GrainID) String() string {
 func (*GrainID) ProtoMessage() {}
 
 func (x *GrainID) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[0]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +61,7 @@ func (x *GrainID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrainID.ProtoReflect.Descriptor instead.
 func (*GrainID) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{0}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *GrainID) GetType() string {
@@ -90,7 +90,7 @@ type Activation struct {
 
 func (x *Activation) Reset() {
 	*x = Activation{}
-	mi := &file_directory_proto_msgTypes[1]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +102,7 @@ func (x *Activation) String() string {
 func (*Activation) ProtoMessage() {}
 
 func (x *Activation) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[1]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +115,7 @@ func (x *Activation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Activation.ProtoReflect.Descriptor instead.
 func (*Activation) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{1}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Activation) GetSilo() string {
@@ -142,7 +142,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_directory_proto_msgTypes[2]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -154,7 +154,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[2]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -167,7 +167,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{2}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Entry) GetGrain() *GrainID {
@@ -194,7 +194,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_directory_proto_msgTypes[3]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +206,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[3]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +219,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{3}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RegisterRequest) GetGrain() *GrainID {
@@ -246,7 +246,7 @@ type RegisterReply struct {
 
 func (x *RegisterReply) Reset() {
 	*x = RegisterReply{}
-	mi := &file_directory_proto_msgTypes[4]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +258,7 @@ func (x *RegisterReply) String() string {
 func (*RegisterReply) ProtoMessage() {}
 
 func (x *RegisterReply) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[4]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +271,7 @@ func (x *RegisterReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterReply.ProtoReflect.Descriptor instead.
 func (*RegisterReply) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{4}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RegisterReply) GetWinner() *Activation {
@@ -291,7 +291,7 @@ type UnregisterRequest struct {
 
 func (x *UnregisterRequest) Reset() {
 	*x = UnregisterRequest{}
-	mi := &file_directory_proto_msgTypes[5]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +303,7 @@ func (x *UnregisterRequest) String() string {
 func (*UnregisterRequest) ProtoMessage() {}
 
 func (x *UnregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[5]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +316,7 @@ func (x *UnregisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterRequest) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{5}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UnregisterRequest) GetGrain() *GrainID {
@@ -341,7 +341,7 @@ type UnregisterReply struct {
 
 func (x *UnregisterReply) Reset() {
 	*x = UnregisterReply{}
-	mi := &file_directory_proto_msgTypes[6]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +353,7 @@ func (x *UnregisterReply) String() string {
 func (*UnregisterReply) ProtoMessage() {}
 
 func (x *UnregisterReply) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[6]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +366,7 @@ func (x *UnregisterReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterReply.ProtoReflect.Descriptor instead.
 func (*UnregisterReply) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{6}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{6}
 }
 
 type LookupRequest struct {
@@ -378,7 +378,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_directory_proto_msgTypes[7]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +390,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[7]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +403,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{7}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LookupRequest) GetGrain() *GrainID {
@@ -423,7 +423,7 @@ type LookupReply struct {
 
 func (x *LookupReply) Reset() {
 	*x = LookupReply{}
-	mi := &file_directory_proto_msgTypes[8]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -435,7 +435,7 @@ func (x *LookupReply) String() string {
 func (*LookupReply) ProtoMessage() {}
 
 func (x *LookupReply) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[8]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +448,7 @@ func (x *LookupReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReply.ProtoReflect.Descriptor instead.
 func (*LookupReply) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{8}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LookupReply) GetFound() bool {
@@ -479,7 +479,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_directory_proto_msgTypes[9]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +491,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[9]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +504,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{9}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HandoffRequest) GetEntries() []*Entry {
@@ -536,7 +536,7 @@ type HandoffReply struct {
 
 func (x *HandoffReply) Reset() {
 	*x = HandoffReply{}
-	mi := &file_directory_proto_msgTypes[10]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +548,7 @@ func (x *HandoffReply) String() string {
 func (*HandoffReply) ProtoMessage() {}
 
 func (x *HandoffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[10]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +561,7 @@ func (x *HandoffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
 func (*HandoffReply) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{10}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{10}
 }
 
 // Range is an inclusive range of the ring's 64-bit hash space.
@@ -575,7 +575,7 @@ type Range struct {
 
 func (x *Range) Reset() {
 	*x = Range{}
-	mi := &file_directory_proto_msgTypes[11]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +587,7 @@ func (x *Range) String() string {
 func (*Range) ProtoMessage() {}
 
 func (x *Range) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[11]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +600,7 @@ func (x *Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Range.ProtoReflect.Descriptor instead.
 func (*Range) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{11}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Range) GetFirst() uint64 {
@@ -626,7 +626,7 @@ type HostedRequest struct {
 
 func (x *HostedRequest) Reset() {
 	*x = HostedRequest{}
-	mi := &file_directory_proto_msgTypes[12]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +638,7 @@ func (x *HostedRequest) String() string {
 func (*HostedRequest) ProtoMessage() {}
 
 func (x *HostedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[12]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +651,7 @@ func (x *HostedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostedRequest.ProtoReflect.Descriptor instead.
 func (*HostedRequest) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{12}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HostedRequest) GetRanges() []*Range {
@@ -670,7 +670,7 @@ type HostedReply struct {
 
 func (x *HostedReply) Reset() {
 	*x = HostedReply{}
-	mi := &file_directory_proto_msgTypes[13]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +682,7 @@ func (x *HostedReply) String() string {
 func (*HostedReply) ProtoMessage() {}
 
 func (x *HostedReply) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[13]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +695,7 @@ func (x *HostedReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostedReply.ProtoReflect.Descriptor instead.
 func (*HostedReply) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{13}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HostedReply) GetEntries() []*Entry {
@@ -715,7 +715,7 @@ type DeactivateRequest struct {
 
 func (x *DeactivateRequest) Reset() {
 	*x = DeactivateRequest{}
-	mi := &file_directory_proto_msgTypes[14]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +727,7 @@ func (x *DeactivateRequest) String() string {
 func (*DeactivateRequest) ProtoMessage() {}
 
 func (x *DeactivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[14]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +740,7 @@ func (x *DeactivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeactivateRequest.ProtoReflect.Descriptor instead.
 func (*DeactivateRequest) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{14}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeactivateRequest) GetGrain() *GrainID {
@@ -765,7 +765,7 @@ type DeactivateReply struct {
 
 func (x *DeactivateReply) Reset() {
 	*x = DeactivateReply{}
-	mi := &file_directory_proto_msgTypes[15]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +777,7 @@ func (x *DeactivateReply) String() string {
 func (*DeactivateReply) ProtoMessage() {}
 
 func (x *DeactivateReply) ProtoReflect() protoreflect.Message {
-	mi := &file_directory_proto_msgTypes[15]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,14 +790,14 @@ func (x *DeactivateReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeactivateReply.ProtoReflect.Descriptor instead.
 func (*DeactivateReply) Descriptor() ([]byte, []int) {
-	return file_directory_proto_rawDescGZIP(), []int{15}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{15}
 }
 
-var File_directory_proto protoreflect.FileDescriptor
+var File_internal_directory_directorypb_directory_proto protoreflect.FileDescriptor
 
-const file_directory_proto_rawDesc = "" +
+const file_internal_directory_directorypb_directory_proto_rawDesc = "" +
 	"\n" +
-	"\x0fdirectory.proto\x12\x18granary.system.directory\"/\n" +
+	".internal/directory/directorypb/directory.proto\x12\x18granary.system.directory\"/\n" +
 	"\aGrainID\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"@\n" +
@@ -861,19 +861,19 @@ const file_directory_proto_rawDesc = "" +
 	"Deactivate\x12+.granary.system.directory.DeactivateRequest\x1a).granary.system.directory.DeactivateReplyB>Z<github.com/granary-go/granary/internal/directory/directorypbb\x06proto3"
 
 var (
-	file_directory_proto_rawDescOnce sync.Once
-	file_directory_proto_rawDescData []byte
+	file_internal_directory_directorypb_directory_proto_rawDescOnce sync.Once
+	file_internal_directory_directorypb_directory_proto_rawDescData []byte
 )
 
-func file_directory_proto_rawDescGZIP() []byte {
-	file_directory_proto_rawDescOnce.Do(func() {
-		file_directory_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_directory_proto_rawDesc), len(file_directory_proto_rawDesc)))
+func file_internal_directory_directorypb_directory_proto_rawDescGZIP() []byte {
+	file_internal_directory_directorypb_directory_proto_rawDescOnce.Do(func() {
+		file_internal_directory_directorypb_directory_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_internal_directory_directorypb_directory_proto_rawDesc), len(file_internal_directory_directorypb_directory_proto_rawDesc)))
 	})
-	return file_directory_proto_rawDescData
+	return file_internal_directory_directorypb_directory_proto_rawDescData
 }
 
-var file_directory_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
-var file_directory_proto_goTypes = []any{
+var file_internal_directory_directorypb_directory_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_internal_directory_directorypb_directory_proto_goTypes = []any{
 	(*GrainID)(nil),           // 0: granary.system.directory.GrainID
 	(*Activation)(nil),        // 1: granary.system.directory.Activation
 	(*Entry)(nil),             // 2: granary.system.directory.Entry
@@ -891,7 +891,7 @@ var file_directory_proto_goTypes = []any{
 	(*DeactivateRequest)(nil), // 14: granary.system.directory.DeactivateRequest
 	(*DeactivateReply)(nil),   // 15: granary.system.directory.DeactivateReply
 }
-var file_directory_proto_depIdxs = []int32{
+var file_internal_directory_directorypb_directory_proto_depIdxs = []int32{
 	0,  // 0: granary.system.directory.Entry.grain:type_name -> granary.system.directory.GrainID
 	1,  // 1: granary.system.directory.Entry.activation:type_name -> granary.system.directory.Activation
 	0,  // 2: granary.system.directory.RegisterRequest.grain:type_name -> granary.system.directory.GrainID
@@ -927,26 +927,26 @@ var file_directory_proto_depIdxs = []int32{
 	0,  // [0:16] is the sub-list for field type_name
 }
 
-func init() { file_directory_proto_init() }
-func file_directory_proto_init() {
-	if File_directory_proto != nil {
+func init() { file_internal_directory_directorypb_directory_proto_init() }
+func file_internal_directory_directorypb_directory_proto_init() {
+	if File_internal_directory_directorypb_directory_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_directory_proto_rawDesc), len(file_directory_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_directory_directorypb_directory_proto_rawDesc), len(file_internal_directory_directorypb_directory_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_directory_proto_goTypes,
-		DependencyIndexes: file_directory_proto_depIdxs,
-		MessageInfos:      file_directory_proto_msgTypes,
+		GoTypes:           file_internal_directory_directorypb_directory_proto_goTypes,
+		DependencyIndexes: file_internal_directory_directorypb_directory_proto_depIdxs,
+		MessageInfos:      file_internal_directory_directorypb_directory_proto_msgTypes,
 	}.Build()
-	File_directory_proto = out.File
-	file_directory_proto_goTypes = nil
-	file_directory_proto_depIdxs = nil
+	File_internal_directory_directorypb_directory_proto = out.File
+	file_internal_directory_directorypb_directory_proto_goTypes = nil
+	file_internal_directory_directorypb_directory_proto_depIdxs = nil
 }

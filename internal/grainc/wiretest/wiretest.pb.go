@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: wiretest.proto
+// source: internal/grainc/wiretest/wiretest.proto
 
 package wiretest
 
@@ -59,11 +59,11 @@ func (x Color) String() string {
 }
 
 func (Color) Descriptor() protoreflect.EnumDescriptor {
-	return file_wiretest_proto_enumTypes[0].Descriptor()
+	return file_internal_grainc_wiretest_wiretest_proto_enumTypes[0].Descriptor()
 }
 
 func (Color) Type() protoreflect.EnumType {
-	return &file_wiretest_proto_enumTypes[0]
+	return &file_internal_grainc_wiretest_wiretest_proto_enumTypes[0]
 }
 
 func (x Color) Number() protoreflect.EnumNumber {
@@ -72,7 +72,7 @@ func (x Color) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Color.Descriptor instead.
 func (Color) EnumDescriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{0}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{0}
 }
 
 // Scalars holds every scalar kind, singular and repeated.
@@ -127,7 +127,7 @@ type Scalars struct {
 
 func (x *Scalars) Reset() {
 	*x = Scalars{}
-	mi := &file_wiretest_proto_msgTypes[0]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +139,7 @@ func (x *Scalars) String() string {
 func (*Scalars) ProtoMessage() {}
 
 func (x *Scalars) ProtoReflect() protoreflect.Message {
-	mi := &file_wiretest_proto_msgTypes[0]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +152,7 @@ func (x *Scalars) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scalars.ProtoReflect.Descriptor instead.
 func (*Scalars) Descriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{0}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Scalars) GetI32() int32 {
@@ -455,7 +455,7 @@ type Nested struct {
 
 func (x *Nested) Reset() {
 	*x = Nested{}
-	mi := &file_wiretest_proto_msgTypes[1]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +467,7 @@ func (x *Nested) String() string {
 func (*Nested) ProtoMessage() {}
 
 func (x *Nested) ProtoReflect() protoreflect.Message {
-	mi := &file_wiretest_proto_msgTypes[1]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +480,7 @@ func (x *Nested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nested.ProtoReflect.Descriptor instead.
 func (*Nested) Descriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{1}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Nested) GetScalars() *Scalars {
@@ -529,7 +529,7 @@ type Tree struct {
 
 func (x *Tree) Reset() {
 	*x = Tree{}
-	mi := &file_wiretest_proto_msgTypes[2]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +541,7 @@ func (x *Tree) String() string {
 func (*Tree) ProtoMessage() {}
 
 func (x *Tree) ProtoReflect() protoreflect.Message {
-	mi := &file_wiretest_proto_msgTypes[2]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +554,7 @@ func (x *Tree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tree.ProtoReflect.Descriptor instead.
 func (*Tree) Descriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{2}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Tree) GetValue() int64 {
@@ -617,7 +617,7 @@ type Small struct {
 
 func (x *Small) Reset() {
 	*x = Small{}
-	mi := &file_wiretest_proto_msgTypes[3]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +629,7 @@ func (x *Small) String() string {
 func (*Small) ProtoMessage() {}
 
 func (x *Small) ProtoReflect() protoreflect.Message {
-	mi := &file_wiretest_proto_msgTypes[3]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +642,7 @@ func (x *Small) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Small.ProtoReflect.Descriptor instead.
 func (*Small) Descriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{3}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Small) GetA() int64 {
@@ -677,7 +677,7 @@ type Medium struct {
 
 func (x *Medium) Reset() {
 	*x = Medium{}
-	mi := &file_wiretest_proto_msgTypes[4]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +689,7 @@ func (x *Medium) String() string {
 func (*Medium) ProtoMessage() {}
 
 func (x *Medium) ProtoReflect() protoreflect.Message {
-	mi := &file_wiretest_proto_msgTypes[4]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +702,7 @@ func (x *Medium) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Medium.ProtoReflect.Descriptor instead.
 func (*Medium) Descriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{4}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Medium) GetKey() string {
@@ -782,7 +782,7 @@ type WithOneof struct {
 
 func (x *WithOneof) Reset() {
 	*x = WithOneof{}
-	mi := &file_wiretest_proto_msgTypes[5]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +794,7 @@ func (x *WithOneof) String() string {
 func (*WithOneof) ProtoMessage() {}
 
 func (x *WithOneof) ProtoReflect() protoreflect.Message {
-	mi := &file_wiretest_proto_msgTypes[5]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +807,7 @@ func (x *WithOneof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithOneof.ProtoReflect.Descriptor instead.
 func (*WithOneof) Descriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{5}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WithOneof) GetChoice() isWithOneof_Choice {
@@ -876,7 +876,7 @@ type WithMap struct {
 
 func (x *WithMap) Reset() {
 	*x = WithMap{}
-	mi := &file_wiretest_proto_msgTypes[6]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +888,7 @@ func (x *WithMap) String() string {
 func (*WithMap) ProtoMessage() {}
 
 func (x *WithMap) ProtoReflect() protoreflect.Message {
-	mi := &file_wiretest_proto_msgTypes[6]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +901,7 @@ func (x *WithMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithMap.ProtoReflect.Descriptor instead.
 func (*WithMap) Descriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{6}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WithMap) GetCounts() map[string]int64 {
@@ -927,7 +927,7 @@ type WithOptional struct {
 
 func (x *WithOptional) Reset() {
 	*x = WithOptional{}
-	mi := &file_wiretest_proto_msgTypes[7]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +939,7 @@ func (x *WithOptional) String() string {
 func (*WithOptional) ProtoMessage() {}
 
 func (x *WithOptional) ProtoReflect() protoreflect.Message {
-	mi := &file_wiretest_proto_msgTypes[7]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +952,7 @@ func (x *WithOptional) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithOptional.ProtoReflect.Descriptor instead.
 func (*WithOptional) Descriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{7}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WithOptional) GetMaybe() int32 {
@@ -972,7 +972,7 @@ type Colliding struct {
 
 func (x *Colliding) Reset() {
 	*x = Colliding{}
-	mi := &file_wiretest_proto_msgTypes[8]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +984,7 @@ func (x *Colliding) String() string {
 func (*Colliding) ProtoMessage() {}
 
 func (x *Colliding) ProtoReflect() protoreflect.Message {
-	mi := &file_wiretest_proto_msgTypes[8]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +997,7 @@ func (x *Colliding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Colliding.ProtoReflect.Descriptor instead.
 func (*Colliding) Descriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{8}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Colliding) GetAppendGranaryWire() int64 {
@@ -1019,7 +1019,7 @@ type Nested_Inner struct {
 
 func (x *Nested_Inner) Reset() {
 	*x = Nested_Inner{}
-	mi := &file_wiretest_proto_msgTypes[9]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1031,7 @@ func (x *Nested_Inner) String() string {
 func (*Nested_Inner) ProtoMessage() {}
 
 func (x *Nested_Inner) ProtoReflect() protoreflect.Message {
-	mi := &file_wiretest_proto_msgTypes[9]
+	mi := &file_internal_grainc_wiretest_wiretest_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1044,7 @@ func (x *Nested_Inner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nested_Inner.ProtoReflect.Descriptor instead.
 func (*Nested_Inner) Descriptor() ([]byte, []int) {
-	return file_wiretest_proto_rawDescGZIP(), []int{1, 0}
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP(), []int{1, 0}
 }
 
 func (x *Nested_Inner) GetName() string {
@@ -1068,11 +1068,11 @@ func (x *Nested_Inner) GetColor() Color {
 	return Color_COLOR_UNSPECIFIED
 }
 
-var File_wiretest_proto protoreflect.FileDescriptor
+var File_internal_grainc_wiretest_wiretest_proto protoreflect.FileDescriptor
 
-const file_wiretest_proto_rawDesc = "" +
+const file_internal_grainc_wiretest_wiretest_proto_rawDesc = "" +
 	"\n" +
-	"\x0ewiretest.proto\x12\x10granary.wiretest\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\a\n" +
+	"'internal/grainc/wiretest/wiretest.proto\x12\x10granary.wiretest\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\a\n" +
 	"\aScalars\x12\x10\n" +
 	"\x03i32\x18\x01 \x01(\x05R\x03i32\x12\x10\n" +
 	"\x03i64\x18\x02 \x01(\x03R\x03i64\x12\x10\n" +
@@ -1175,20 +1175,20 @@ const file_wiretest_proto_rawDesc = "" +
 	"\vCOLOR_LARGE\x10\xc0\x84=BAZ?github.com/granary-go/granary/internal/grainc/wiretest;wiretestb\x06proto3"
 
 var (
-	file_wiretest_proto_rawDescOnce sync.Once
-	file_wiretest_proto_rawDescData []byte
+	file_internal_grainc_wiretest_wiretest_proto_rawDescOnce sync.Once
+	file_internal_grainc_wiretest_wiretest_proto_rawDescData []byte
 )
 
-func file_wiretest_proto_rawDescGZIP() []byte {
-	file_wiretest_proto_rawDescOnce.Do(func() {
-		file_wiretest_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_wiretest_proto_rawDesc), len(file_wiretest_proto_rawDesc)))
+func file_internal_grainc_wiretest_wiretest_proto_rawDescGZIP() []byte {
+	file_internal_grainc_wiretest_wiretest_proto_rawDescOnce.Do(func() {
+		file_internal_grainc_wiretest_wiretest_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_internal_grainc_wiretest_wiretest_proto_rawDesc), len(file_internal_grainc_wiretest_wiretest_proto_rawDesc)))
 	})
-	return file_wiretest_proto_rawDescData
+	return file_internal_grainc_wiretest_wiretest_proto_rawDescData
 }
 
-var file_wiretest_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wiretest_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
-var file_wiretest_proto_goTypes = []any{
+var file_internal_grainc_wiretest_wiretest_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_internal_grainc_wiretest_wiretest_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_internal_grainc_wiretest_wiretest_proto_goTypes = []any{
 	(Color)(0),                    // 0: granary.wiretest.Color
 	(*Scalars)(nil),               // 1: granary.wiretest.Scalars
 	(*Nested)(nil),                // 2: granary.wiretest.Nested
@@ -1204,7 +1204,7 @@ var file_wiretest_proto_goTypes = []any{
 	nil,                           // 12: granary.wiretest.WithMap.TreesEntry
 	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
-var file_wiretest_proto_depIdxs = []int32{
+var file_internal_grainc_wiretest_wiretest_proto_depIdxs = []int32{
 	0,  // 0: granary.wiretest.Scalars.color:type_name -> granary.wiretest.Color
 	0,  // 1: granary.wiretest.Scalars.r_color:type_name -> granary.wiretest.Color
 	0,  // 2: granary.wiretest.Scalars.unpacked_color:type_name -> granary.wiretest.Color
@@ -1232,33 +1232,33 @@ var file_wiretest_proto_depIdxs = []int32{
 	0,  // [0:20] is the sub-list for field type_name
 }
 
-func init() { file_wiretest_proto_init() }
-func file_wiretest_proto_init() {
-	if File_wiretest_proto != nil {
+func init() { file_internal_grainc_wiretest_wiretest_proto_init() }
+func file_internal_grainc_wiretest_wiretest_proto_init() {
+	if File_internal_grainc_wiretest_wiretest_proto != nil {
 		return
 	}
-	file_wiretest_proto_msgTypes[5].OneofWrappers = []any{
+	file_internal_grainc_wiretest_wiretest_proto_msgTypes[5].OneofWrappers = []any{
 		(*WithOneof_Number)(nil),
 		(*WithOneof_Text)(nil),
 		(*WithOneof_Tree)(nil),
 	}
-	file_wiretest_proto_msgTypes[7].OneofWrappers = []any{}
+	file_internal_grainc_wiretest_wiretest_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wiretest_proto_rawDesc), len(file_wiretest_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_grainc_wiretest_wiretest_proto_rawDesc), len(file_internal_grainc_wiretest_wiretest_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_wiretest_proto_goTypes,
-		DependencyIndexes: file_wiretest_proto_depIdxs,
-		EnumInfos:         file_wiretest_proto_enumTypes,
-		MessageInfos:      file_wiretest_proto_msgTypes,
+		GoTypes:           file_internal_grainc_wiretest_wiretest_proto_goTypes,
+		DependencyIndexes: file_internal_grainc_wiretest_wiretest_proto_depIdxs,
+		EnumInfos:         file_internal_grainc_wiretest_wiretest_proto_enumTypes,
+		MessageInfos:      file_internal_grainc_wiretest_wiretest_proto_msgTypes,
 	}.Build()
-	File_wiretest_proto = out.File
-	file_wiretest_proto_goTypes = nil
-	file_wiretest_proto_depIdxs = nil
+	File_internal_grainc_wiretest_wiretest_proto = out.File
+	file_internal_grainc_wiretest_wiretest_proto_goTypes = nil
+	file_internal_grainc_wiretest_wiretest_proto_depIdxs = nil
 }

@@ -22,7 +22,7 @@ func run(args []string, stderr io.Writer) error {
 	flags := flag.NewFlagSet("granarygen", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	var imports grainc.ImportPaths
-	flags.Var(&imports, "I", "search `dir` for imports, or serve import path prefix/ from dir with prefix=dir (repeatable; default .)")
+	flags.Var(&imports, "I", "search `dir` for imports, or serve import path prefix/ from dir with prefix=dir (repeatable; default: the module's root, files named from it)")
 	paths := flags.String("paths", "import", "output placement: import or source_relative, as protoc-gen-go's paths parameter")
 	module := flags.String("module", "", "with -paths=import, strip this module `prefix` from output names")
 	flags.Usage = func() {
@@ -37,12 +37,23 @@ func run(args []string, stderr io.Writer) error {
 		return errors.New("no proto files given")
 	}
 
+	files := flags.Args()
+	if len(imports) == 0 {
+		names, roots, ok, err := grainc.ModuleLayout(".", files)
+		if err != nil {
+			return err
+		}
+		if ok {
+			files, imports = names, roots
+		}
+	}
+
 	params := []string{"paths=" + *paths}
 	if *module != "" {
 		params = append(params, "module="+*module)
 	}
 	out, err := grainc.Generate(grainc.Options{
-		Files:       flags.Args(),
+		Files:       files,
 		ImportPaths: imports,
 		Parameter:   strings.Join(params, ","),
 	})

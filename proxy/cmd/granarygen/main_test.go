@@ -43,6 +43,34 @@ func TestRunWritesBesideProtos(t *testing.T) {
 	assert.True(t, info.ModTime().Equal(old))
 }
 
+// In a module, files are compiled under their path from the module's root,
+// so that same-named protos of two packages register apart, and a proto
+// imports another of the module by that path.
+func TestRunNamesFilesFromTheModuleRoot(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "go.mod"), "module example.com/shop\n")
+	writeFile(t, filepath.Join(root, "money", "money.proto"), `syntax = "proto3";
+package shop.money;
+option go_package = "example.com/shop/money";
+message Amount { int64 cents = 1; }
+`)
+	writeFile(t, filepath.Join(root, "grains", "cart", "cart.proto"), `syntax = "proto3";
+package shop.cart;
+import "money/money.proto";
+option go_package = "example.com/shop/grains/cart";
+message Total { shop.money.Amount amount = 1; }
+service Cart { rpc Get(Total) returns (Total); }
+`)
+	t.Chdir(filepath.Join(root, "grains", "cart"))
+
+	require.NoError(t, run([]string{"-paths=source_relative", "cart.proto"}, io.Discard))
+	content, err := os.ReadFile("cart.pb.go")
+	require.NoError(t, err)
+	assert.Contains(t, string(content), "// source: grains/cart/cart.proto")
+	assert.FileExists(t, "cart_grain.pb.go")
+	assert.NoFileExists(t, filepath.Join(root, "money", "money.pb.go"), "an import is not generated")
+}
+
 func TestRunMapsImportPrefixToDirectory(t *testing.T) {
 	t.Chdir(t.TempDir())
 	writeFile(t, filepath.Join("src", "demo.proto"), contract)

@@ -20,19 +20,17 @@ const (
 	ReasonQueueLimitReached = limiter.ReasonQueueLimitReached
 )
 
-// The grains' argument errors, with codes that keep their meaning across
-// a connection: a caller tests them with errors.Is on every path.
+// The grains' argument errors as they send them: the limiter's, as
+// *proxy.Error values with the limiter's codes, which errors.Is matches
+// against the limiter's errors on every path.
 var (
-	ErrNegativeCount     = proxy.NewError(CodeNegativeCount, limiter.ErrNegativeCount.Error())
-	ErrCountExceedsLimit = proxy.NewError(CodeCountExceedsLimit, limiter.ErrCountExceedsLimit.Error())
+	ErrNegativeCount     = wireError(limiter.ErrNegativeCount)
+	ErrCountExceedsLimit = wireError(limiter.ErrCountExceedsLimit)
 )
 
-// Codes of the grains' errors (proxy.Error.Code). They are part of the
-// wire contract: never change one.
-const (
-	CodeNegativeCount     = 4001
-	CodeCountExceedsLimit = 4002
-)
+func wireError(err error) *proxy.Error {
+	return proxy.NewError(err.(interface{ ErrorCode() uint32 }).ErrorCode(), err.Error())
+}
 
 // Grain types, one per algorithm.
 const (

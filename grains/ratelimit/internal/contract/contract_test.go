@@ -8,6 +8,7 @@ import (
 
 	"github.com/granary-go/granary/grains/ratelimit/limiter"
 	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
+	"github.com/granary-go/granary/proxy"
 )
 
 func TestOptionsSurviveTheWire(t *testing.T) {
@@ -42,4 +43,24 @@ func TestAQueueOrderThisBuildDoesNotKnowFailsValidation(t *testing.T) {
 		o, _ := ConcurrencyFromWire(&pb.ConcurrencyOptions{PermitLimit: 1, QueueOrder: order})
 		assert.ErrorIs(t, o.Validate(), limiter.ErrInvalidOptions, "order %d", order)
 	}
+}
+
+// The grains send the limiter's argument errors as *proxy.Error values; a
+// caller receives a fresh *proxy.Error of the same code, which must match
+// the limiter's error and the sent one, and the limiter's error must match
+// it back, so that there is one error per meaning.
+func TestArgumentErrorsMatchTheLimitersBothWays(t *testing.T) {
+	for sent, local := range map[*proxy.Error]error{
+		ErrNegativeCount:     limiter.ErrNegativeCount,
+		ErrCountExceedsLimit: limiter.ErrCountExceedsLimit,
+	} {
+		received := &proxy.Error{Code: sent.Code, Message: sent.Message}
+		assert.ErrorIs(t, received, local)
+		assert.ErrorIs(t, received, sent)
+		assert.ErrorIs(t, local, received)
+		assert.Equal(t, local.Error(), sent.Message)
+	}
+	assert.NotErrorIs(t, ErrNegativeCount, limiter.ErrCountExceedsLimit)
+	assert.NotErrorIs(t, limiter.ErrNegativeCount, ErrCountExceedsLimit)
+	assert.NotErrorIs(t, limiter.ErrNegativeCount, limiter.ErrClosed)
 }

@@ -108,6 +108,8 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	tick   timer // the replenishment tick, armed only while the core needs one
 	tickAt time.Time
 	onTick func()
+
+	quota leasing // leased quota's slices and fair-share claims (quota.go)
 }
 
 // newGrain returns a grain that counts its acquisitions in counters (nil:
@@ -175,6 +177,7 @@ func (g *grain[O, P, R]) install(o O, c core, now time.Time) {
 	g.replenisher, _ = c.(replenisher)
 	g.refunder, _ = c.(refunder)
 	g.refunds = nil
+	g.quota.reset()
 	c.SetCompletionHandler(g.onCompleted)
 	g.leases = nil
 	if g.expiry != nil {
