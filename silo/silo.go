@@ -484,9 +484,11 @@ func (s *Silo) Stop(ctx context.Context) error {
 	// only what an earlier one could not finish in time.
 	hostErr := host.Stop(ctx)
 	if hostErr != nil {
-		for _, b := range host.Busy() {
-			s.log.Warn("stop: grain did not deactivate in time", slog.String("grain", b.ID.String()), slog.String("running", b.Doing))
-		}
+		// The error names the first busy grains and counts the rest; what
+		// the flusher holds unwritten is lost if the process ends now.
+		n, keys := s.flusher.Unwritten(10)
+		s.log.Warn("stop: grains did not deactivate in time", slog.Any("err", hostErr),
+			slog.Int("unwritten_states", n), slog.Any("unwritten", keys))
 	} else {
 		s.flushConnections(ctx) // the last replies go out before the connections close
 	}

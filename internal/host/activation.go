@@ -69,6 +69,10 @@ type activation struct {
 	mb mailbox // the actor's protoactor mailbox; see postInline
 
 	sameKey *activation // the next activation under the same key in the host's catalog; guarded by the host's lock
+	// stopAsked: a stop's deactivation pass asked this activation to
+	// deactivate and holds a slot for it until it leaves the catalog;
+	// guarded by the host's lock.
+	stopAsked bool
 }
 
 // post enqueues a message unless the actor is already stopping.
@@ -326,6 +330,13 @@ func (a *activation) activate() error {
 	return a.failure
 }
 
+// queuedCloser is a StateRecord that can close by taking its final
+// snapshot in the turn and leaving the write to its store's writers
+// (persistence.Record.CloseQueued).
+type queuedCloser interface {
+	CloseQueued() error
+}
+
 // conflictNotifier is a StateRecord that tells of background write
 // conflicts (persistence.Record does).
 type conflictNotifier interface {
@@ -488,8 +499,14 @@ func (a *activation) deactivateNow() {
 	}
 	if a.record != nil {
 		// Close snapshots the state through the grain's SaveState, which may
-		// panic; the activation must still finish.
-		if err := a.safely(func() error { return a.record.Close(ctx) }); err != nil {
+		// panic; the activation must still finish. While the host stops,
+		// the write is left to the store's writers when it can be, and
+		// the flusher reports what it could not write.
+		closeRecord := a.record.Close
+		if q, ok := a.record.(queuedCloser); ok && h.draining.Load() {
+			closeRecord = func(context.Context) error { return q.CloseQueued() }
+		}
+		if err := a.safely(func() error { return closeRecord(ctx) }); err != nil {
 			h.log.Warn("final state flush failed", slog.String("grain", a.id.String()), slog.Any("err", err))
 		}
 	}

@@ -186,6 +186,13 @@ type Host struct {
 	observer func(grainType, method string) CallObserver
 
 	shutdown sync.Once
+	// draining is set once Stop begins: deactivations hand their final
+	// state writes to the store's writers (Record.CloseQueued).
+	draining atomic.Bool
+	// stopPass holds a token while a stop's deactivation pass runs;
+	// stopSlots a token per deactivation it asked for that has not
+	// finished (activation.stopAsked).
+	stopPass, stopSlots chan struct{}
 
 	mu struct {
 		sync.RWMutex
@@ -241,6 +248,8 @@ func NewHost(opts HostOptions, kinds []*Kind, optFns ...HostOption) (*Host, erro
 		h.calls = append(h.calls, newKindCalls(k, h.observer))
 	}
 	h.mu.acts.init()
+	h.stopPass = make(chan struct{}, 1)
+	h.stopSlots = make(chan struct{}, stopWindow)
 	return h, nil
 }
 
@@ -518,8 +527,18 @@ func (h *Host) Deactivate(id actor.GrainID) bool {
 
 // Stop deactivates every activation (running OnDeactivate and flushing
 // state), waits for them within ctx, and shuts the actor system down. New
-// requests are refused with actor.ErrStopping from the moment Stop begins. It is
-// safe to call twice.
+// requests are refused with actor.ErrStopping from the moment Stop begins.
+//
+// Stop asks the activations to deactivate in batches, outside the host's
+// lock, with at most stopWindow deactivations under way at once, and it
+// watches ctx from the start: a host of hundreds of thousands of
+// activations stops within ctx, or returns ctx's error naming how many
+// grains are left and which. During a stop, an activation whose state
+// record can hand its final write to the store's writers (persistence's
+// can: Record.CloseQueued) does so instead of writing in its own turn, so
+// that the writes go out in bulk and a slow store does not hold every
+// deactivation. A later call goes on with the activations not yet asked.
+// It is safe to call twice.
 func (h *Host) Stop(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.mu.started {
@@ -528,12 +547,10 @@ func (h *Host) Stop(ctx context.Context) error {
 	}
 	if !h.mu.stopping {
 		h.mu.stopping = true
+		h.draining.Store(true)
 		h.mu.empty = make(chan struct{})
 		if h.mu.collector != nil {
 			h.mu.collector.Stop()
-		}
-		for a := range h.mu.acts.all {
-			a.post(deactivateMsg{reason: "shutting down"})
 		}
 		if h.mu.acts.len() == 0 {
 			close(h.mu.empty)
@@ -542,22 +559,100 @@ func (h *Host) Stop(ctx context.Context) error {
 	empty := h.mu.empty
 	h.mu.Unlock()
 
-	var err error
-	select {
-	case <-empty:
-	case <-ctx.Done():
-		err = fmt.Errorf("actor: stop: %w", ctx.Err())
-		if busy := h.Busy(); len(busy) > 0 {
-			err = fmt.Errorf("actor: stop: %w: %d grains did not deactivate in time: %s", ctx.Err(), len(busy), busyList(busy))
+	err := h.deactivateAll(ctx)
+	if err == nil {
+		select {
+		case <-empty:
+		case <-ctx.Done():
+			err = ctx.Err()
 		}
 	}
-	if err == nil {
-		h.shutdown.Do(func() {
-			h.system.Shutdown()
-			h.disp.close()
-		})
+	if err != nil {
+		err = fmt.Errorf("actor: stop: %w", err)
+		if n, sample := h.busySample(busySampleSize); n > 0 {
+			err = fmt.Errorf("%w: %d grains did not deactivate in time: %s", err, n, busyList(n, sample))
+		}
+		return err
 	}
-	return err
+	h.shutdown.Do(func() {
+		h.system.Shutdown()
+		h.disp.close()
+	})
+	return nil
+}
+
+// Bounds of a stop's deactivation pass. Posting every deactivation at once
+// started a worker goroutine for each (the dispatcher starts one when none
+// is idle), and their finishing contended for the host's lock with the
+// loop that posted them: 276k activations had not stopped after 120 s. A
+// deactivation that hands its write to the flusher does not block, so a
+// few more under way than there are cores keep them busy; many more only
+// queue on the host's and the flusher's locks. stopBatch, at most
+// stopWindow, is how many the pass checks under one read lock.
+const (
+	stopWindow = 64
+	stopBatch  = 32
+)
+
+// deactivateAll asks every activation not yet asked by a stop to
+// deactivate, keeping at most stopWindow of them under way, until all are
+// asked or ctx ends. Only one pass runs at a time.
+func (h *Host) deactivateAll(ctx context.Context) error {
+	select {
+	case h.stopPass <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-h.stopPass }()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	h.mu.RLock()
+	todo := make([]*activation, 0, h.mu.acts.len())
+	for a := range h.mu.acts.all {
+		if !a.stopAsked {
+			todo = append(todo, a)
+		}
+	}
+	h.mu.RUnlock()
+
+	batch := make([]*activation, 0, stopBatch)
+	for len(todo) > 0 {
+		n := min(len(todo), stopBatch, stopWindow) // a batch must fit the window
+		// A slot per activation of the batch, each given back when the
+		// activation leaves the catalog (remove).
+		for i := range n {
+			select {
+			case h.stopSlots <- struct{}{}:
+			case <-ctx.Done():
+				for range i {
+					<-h.stopSlots
+				}
+				return ctx.Err()
+			}
+		}
+		batch = batch[:0]
+		h.mu.RLock()
+		for _, a := range todo[:n] {
+			// Only this pass sets stopAsked, and remove reads it under
+			// the write lock.
+			if h.mu.acts.get(a.id) == a && !a.stopAsked {
+				a.stopAsked = true
+				batch = append(batch, a)
+			}
+		}
+		h.mu.RUnlock()
+		for range n - len(batch) {
+			<-h.stopSlots // gone already
+		}
+		for _, a := range batch {
+			a.post(deactivateMsg{reason: "shutting down"})
+		}
+		clear(todo[:n])
+		todo = todo[n:]
+	}
+	return nil
 }
 
 // BusyGrain is an activation that has not yet deactivated, and what its
@@ -581,20 +676,53 @@ func (h *Host) Busy() []BusyGrain {
 	for a := range h.mu.acts.all {
 		busy = append(busy, BusyGrain{ID: a.id, Doing: a.doingName()})
 	}
-	slices.SortFunc(busy, func(x, y BusyGrain) int { return strings.Compare(x.String(), y.String()) })
+	slices.SortFunc(busy, compareBusy)
 	return busy
 }
 
-// busyList names up to ten busy grains.
-func busyList(busy []BusyGrain) string {
-	const most = 10
-	names := make([]string, 0, min(len(busy), most))
-	for _, b := range busy[:min(len(busy), most)] {
+// busySampleSize is how many busy grains a failed stop names.
+const busySampleSize = 10
+
+// busySample counts the activations still alive and returns the first
+// most of them in Busy's order, without formatting and sorting them all:
+// a stop that ran out of time may leave hundreds of thousands.
+func (h *Host) busySample(most int) (int, []BusyGrain) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	sample := make([]BusyGrain, 0, most+1)
+	for a := range h.mu.acts.all {
+		b := BusyGrain{ID: a.id}
+		i, _ := slices.BinarySearchFunc(sample, b, compareBusy)
+		if i < most {
+			sample = slices.Insert(sample, i, b)
+			sample = sample[:min(len(sample), most)]
+		}
+	}
+	for i := range sample {
+		if a := h.mu.acts.get(sample[i].ID); a != nil {
+			sample[i].Doing = a.doingName()
+		}
+	}
+	return h.mu.acts.len(), sample
+}
+
+// compareBusy orders busy grains by type, then key.
+func compareBusy(x, y BusyGrain) int {
+	if c := strings.Compare(x.ID.Type, y.ID.Type); c != 0 {
+		return c
+	}
+	return strings.Compare(x.ID.Key, y.ID.Key)
+}
+
+// busyList names the grains of sample, out of n busy ones.
+func busyList(n int, sample []BusyGrain) string {
+	names := make([]string, 0, len(sample))
+	for _, b := range sample {
 		names = append(names, b.String())
 	}
 	list := strings.Join(names, ", ")
-	if len(busy) > most {
-		list += fmt.Sprintf(" and %d more", len(busy)-most)
+	if n > len(sample) {
+		list += fmt.Sprintf(" and %d more", n-len(sample))
 	}
 	return list
 }
@@ -604,6 +732,10 @@ func (h *Host) remove(a *activation) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.acts.remove(a)
+	if a.stopAsked {
+		a.stopAsked = false
+		<-h.stopSlots
+	}
 	if h.mu.stopping && h.mu.acts.len() == 0 {
 		select {
 		case <-h.mu.empty:

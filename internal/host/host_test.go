@@ -52,6 +52,8 @@ type testGrain struct {
 	failOnce    *atomic.Bool
 	clock       *clock.Fake
 	kept        chan context.Context
+	// onDeactivate, when set, runs first in OnDeactivate.
+	onDeactivate func()
 }
 
 func (g *testGrain) OnActivate(ctx context.Context, gc *actor.Context) error {
@@ -64,6 +66,9 @@ func (g *testGrain) OnActivate(ctx context.Context, gc *actor.Context) error {
 }
 
 func (g *testGrain) OnDeactivate(ctx context.Context, gc *actor.Context) error {
+	if g.onDeactivate != nil {
+		g.onDeactivate()
+	}
 	g.deactivated.Add(1)
 	return nil
 }
