@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Record is one piece of grain state opened on a Flusher. Its owner (the
@@ -30,6 +31,9 @@ type Record struct {
 	// listed says whether the record is on the flusher's dirty list; it is
 	// guarded by flusher.mu.
 	listed bool
+	// ttl is the time to live of the state's writes, in nanoseconds
+	// (SetTTL); 0 for none.
+	ttl atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -79,6 +83,13 @@ func (r *Record) conflictHook() func(error) {
 	defer r.mu.Unlock()
 	return r.mu.onConflict
 }
+
+// SetTTL gives the state's writes from now on a time to live: a store that
+// can expire states (an ExpiringStore) drops the state once d has passed
+// since its latest write, and others ignore it. 0 removes it. The owner
+// sets it when the state is worthless after a while, as a rate limiter's
+// is once its quota would be full again. Safe from any goroutine.
+func (r *Record) SetTTL(d time.Duration) { r.ttl.Store(int64(max(d, 0))) }
 
 // Key returns the key the record was opened with.
 func (r *Record) Key() Key { return r.key }
@@ -318,7 +329,13 @@ func (r *Record) flushAcquired(ctx context.Context, done chan struct{}) error {
 // bookkeeping.
 func (r *Record) write(ctx context.Context, done chan struct{}, data []byte, etag string) error {
 	r.flusher.stats.attempted.Add(1)
-	newETag, err := r.flusher.store.Write(ctx, r.key, data, etag)
+	var newETag string
+	var err error
+	if es, ok := r.flusher.store.(ExpiringStore); ok && r.ttl.Load() > 0 {
+		newETag, err = es.WriteExpiring(ctx, r.key, data, etag, time.Duration(r.ttl.Load()))
+	} else {
+		newETag, err = r.flusher.store.Write(ctx, r.key, data, etag)
+	}
 	// A failed write marks the record dirty before it gives up the slot:
 	// an owner that takes the slot next (Close, on deactivation) must see
 	// the change as still unwritten.

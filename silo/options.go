@@ -48,6 +48,11 @@ type Options struct {
 	ResponseTimeout time.Duration
 	// CollectionAge is how long an idle activation lives. Default 15 min.
 	CollectionAge time.Duration
+	// CollectionAges overrides CollectionAge for the grain types it names
+	// (as registered: the contract's service name, such as
+	// "granary.ratelimit.TokenBucketLimiter"). A grain whose state is at
+	// rest (actor.Context.CollectSoon) goes sooner whatever its age.
+	CollectionAges map[string]time.Duration
 	// CollectionQuantum is how often idle activations are looked for.
 	// Default 1 min (or CollectionAge/2 when shorter).
 	CollectionQuantum time.Duration
@@ -313,6 +318,9 @@ func (o *Options) Validate() error {
 	}
 	c.Positive("ResponseTimeout", o.ResponseTimeout)
 	c.Positive("CollectionAge", o.CollectionAge)
+	for grainType, age := range o.CollectionAges {
+		c.Positive("CollectionAges["+grainType+"]", age)
+	}
 	c.NonNegative("CollectionQuantum", o.CollectionQuantum)
 	c.Positive("FlushPeriod", o.FlushPeriod)
 	c.Range("MaxFrameSize", o.MaxFrameSize, minFrameSize, transport.MaxFrameSizeLimit)

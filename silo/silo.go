@@ -237,6 +237,11 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 	} else if dir, ok := s.deps.locator.(host.Directory); ok {
 		hostOpts = append(hostOpts, host.WithDirectory(dir))
 	}
+	for _, k := range kinds {
+		if age, ok := s.opts.CollectionAges[k.Type]; ok {
+			k.CollectionAge = age
+		}
+	}
 	h, err := host.NewHost(host.HostOptions{
 		CollectionAge:     s.opts.CollectionAge,
 		CollectionQuantum: s.opts.CollectionQuantum,

@@ -47,6 +47,20 @@ func (c *grainContext) ClearState(ctx context.Context) error {
 
 func (c *grainContext) DeactivateOnIdle() { c.a.deactivate = true }
 
+func (c *grainContext) CollectSoon() { c.a.collectSoon.Store(true) }
+
+// ttlSetter is a StateRecord whose writes can carry a time to live
+// (persistence.Record).
+type ttlSetter interface {
+	SetTTL(d time.Duration)
+}
+
+func (c *grainContext) SetStateTTL(d time.Duration) {
+	if r, ok := c.a.record.(ttlSetter); ok {
+		r.SetTTL(d)
+	}
+}
+
 func (c *grainContext) Defer() (*actor.Deferred, error) {
 	a := c.a
 	if a.current == nil {

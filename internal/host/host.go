@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,7 +35,8 @@ type HostOptions struct {
 	// deactivated. Default 15 minutes.
 	CollectionAge time.Duration
 	// CollectionQuantum is how often idle activations are looked for.
-	// Default one minute, or CollectionAge/2 when that is shorter.
+	// Default one minute, or half the shortest collection age (a kind's
+	// included) when that is shorter.
 	CollectionQuantum time.Duration
 	// ActivationTimeout bounds loading state and OnActivate. Default 30 s.
 	ActivationTimeout time.Duration
@@ -189,10 +191,14 @@ type Host struct {
 	// draining is set once Stop begins: deactivations hand their final
 	// state writes to the store's writers (Record.CloseQueued).
 	draining atomic.Bool
-	// stopPass holds a token while a stop's deactivation pass runs;
-	// stopSlots a token per deactivation it asked for that has not
-	// finished (activation.stopAsked).
-	stopPass, stopSlots chan struct{}
+	// passToken holds a token while a deactivation pass (a stop's or the
+	// collector's) runs; passSlots a token per deactivation a pass asked
+	// for that has not finished (activation.asked).
+	passToken, passSlots chan struct{}
+	// stopCh is closed when Stop begins: a collection pass gives up.
+	stopCh chan struct{}
+	// passes joins the collector's passes.
+	passes sync.WaitGroup
 
 	mu struct {
 		sync.RWMutex
@@ -227,6 +233,16 @@ type HostStats struct {
 
 // NewHost returns a host for the given kinds. It does no I/O.
 func NewHost(opts HostOptions, kinds []*Kind, optFns ...HostOption) (*Host, error) {
+	if opts.CollectionQuantum == 0 {
+		// The default quantum follows the shortest age, a kind's included.
+		shortest := cmp.Or(opts.CollectionAge, DefaultCollectionAge)
+		for _, k := range kinds {
+			if k != nil && k.CollectionAge > 0 {
+				shortest = min(shortest, k.CollectionAge)
+			}
+		}
+		opts.CollectionQuantum = min(DefaultCollectionQuantum, shortest/2)
+	}
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -248,8 +264,9 @@ func NewHost(opts HostOptions, kinds []*Kind, optFns ...HostOption) (*Host, erro
 		h.calls = append(h.calls, newKindCalls(k, h.observer))
 	}
 	h.mu.acts.init()
-	h.stopPass = make(chan struct{}, 1)
-	h.stopSlots = make(chan struct{}, stopWindow)
+	h.passToken = make(chan struct{}, 1)
+	h.stopCh = make(chan struct{})
+	h.passSlots = make(chan struct{}, stopWindow)
 	return h, nil
 }
 
@@ -548,6 +565,7 @@ func (h *Host) Stop(ctx context.Context) error {
 	if !h.mu.stopping {
 		h.mu.stopping = true
 		h.draining.Store(true)
+		close(h.stopCh)
 		h.mu.empty = make(chan struct{})
 		if h.mu.collector != nil {
 			h.mu.collector.Stop()
@@ -575,6 +593,7 @@ func (h *Host) Stop(ctx context.Context) error {
 		return err
 	}
 	h.shutdown.Do(func() {
+		h.passes.Wait() // a collection pass ends once stopCh is closed
 		h.system.Shutdown()
 		h.disp.close()
 	})
@@ -594,65 +613,92 @@ const (
 	stopBatch  = 32
 )
 
+// What a deactivation pass asked of an activation (activation.asked).
+const (
+	askedNothing = iota
+	askedIdle    // the collector's pass: deactivate if still idle
+	askedStop    // a stop's pass
+)
+
 // deactivateAll asks every activation not yet asked by a stop to
 // deactivate, keeping at most stopWindow of them under way, until all are
-// asked or ctx ends. Only one pass runs at a time.
+// asked or ctx ends.
 func (h *Host) deactivateAll(ctx context.Context) error {
 	select {
-	case h.stopPass <- struct{}{}:
+	case h.passToken <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-h.stopPass }()
+	defer func() { <-h.passToken }()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-
 	h.mu.RLock()
 	todo := make([]*activation, 0, h.mu.acts.len())
 	for a := range h.mu.acts.all {
-		if !a.stopAsked {
+		if a.asked != askedStop {
 			todo = append(todo, a)
 		}
 	}
 	h.mu.RUnlock()
+	if err := h.deactivateBatches(ctx.Done(), todo, askedStop, deactivateMsg{reason: "shutting down"}); err != nil {
+		return ctx.Err()
+	}
+	return nil
+}
 
+// deactivateBatches posts msg to the activations of todo in batches,
+// keeping at most stopWindow deactivations under way (a slot each, given
+// back when the activation leaves the catalog, or declines an idle
+// deactivation), and marks them asked as kind. It gives up when quit is
+// closed. The caller holds the pass token, so only it sets asked.
+func (h *Host) deactivateBatches(quit <-chan struct{}, todo []*activation, kind uint8, msg deactivateMsg) error {
 	batch := make([]*activation, 0, stopBatch)
 	for len(todo) > 0 {
 		n := min(len(todo), stopBatch, stopWindow) // a batch must fit the window
-		// A slot per activation of the batch, each given back when the
-		// activation leaves the catalog (remove).
 		for i := range n {
 			select {
-			case h.stopSlots <- struct{}{}:
-			case <-ctx.Done():
+			case h.passSlots <- struct{}{}:
+			case <-quit:
 				for range i {
-					<-h.stopSlots
+					<-h.passSlots
 				}
-				return ctx.Err()
+				return context.Canceled
 			}
 		}
 		batch = batch[:0]
 		h.mu.RLock()
 		for _, a := range todo[:n] {
-			// Only this pass sets stopAsked, and remove reads it under
-			// the write lock.
-			if h.mu.acts.get(a.id) == a && !a.stopAsked {
-				a.stopAsked = true
-				batch = append(batch, a)
+			if h.mu.acts.get(a.id) != a || a.asked == kind || a.asked == askedStop {
+				<-h.passSlots // gone already, or asked
+				continue
 			}
+			if a.asked != askedNothing {
+				<-h.passSlots // an idle ask made into a stop's: it holds a slot
+			}
+			// remove reads asked under the write lock.
+			a.asked = kind
+			batch = append(batch, a)
 		}
 		h.mu.RUnlock()
-		for range n - len(batch) {
-			<-h.stopSlots // gone already
-		}
 		for _, a := range batch {
-			a.post(deactivateMsg{reason: "shutting down"})
+			a.post(msg)
 		}
 		clear(todo[:n])
 		todo = todo[n:]
 	}
 	return nil
+}
+
+// declined gives back the slot of an activation that declined the idle
+// deactivation a collection pass asked of it.
+func (h *Host) declined(a *activation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if a.asked == askedIdle {
+		a.asked = askedNothing
+		<-h.passSlots
+	}
 }
 
 // BusyGrain is an activation that has not yet deactivated, and what its
@@ -732,9 +778,9 @@ func (h *Host) remove(a *activation) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.acts.remove(a)
-	if a.stopAsked {
-		a.stopAsked = false
-		<-h.stopSlots
+	if a.asked != askedNothing {
+		a.asked = askedNothing
+		<-h.passSlots
 	}
 	if h.mu.stopping && h.mu.acts.len() == 0 {
 		select {
@@ -745,20 +791,53 @@ func (h *Host) remove(a *activation) {
 	}
 }
 
-// collect asks idle activations to deactivate, then re-arms itself.
+// collect asks idle activations to deactivate, then re-arms itself. It
+// runs on the clock's goroutine, so the asking goes in a pass of its own,
+// in batches as a stop's: asking 100k idle activations at once started a
+// worker for each and took the resident memory from 508 to 842 MB.
 func (h *Host) collect() {
 	now := h.clock.Now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.mu.RLock()
 	if h.mu.stopping {
+		h.mu.RUnlock()
 		return
 	}
+	var idle []*activation
 	for a := range h.mu.acts.all {
-		if a.idleFor(now) >= a.collectionAge {
-			a.post(deactivateMsg{reason: "idle", idle: true})
+		if a.asked == askedNothing && a.collectible(now) {
+			idle = append(idle, a)
 		}
 	}
-	h.mu.collector = h.clock.AfterFunc(h.opts.CollectionQuantum, h.collect)
+	h.mu.RUnlock()
+	if len(idle) == 0 {
+		h.rearmCollector()
+		return
+	}
+	h.passes.Add(1)
+	go func() {
+		defer h.passes.Done()
+		select {
+		case h.passToken <- struct{}{}:
+		case <-h.stopCh:
+			return
+		}
+		if h.draining.Load() {
+			<-h.passToken
+			return
+		}
+		_ = h.deactivateBatches(h.stopCh, idle, askedIdle, deactivateMsg{reason: "idle", idle: true})
+		<-h.passToken
+		h.rearmCollector()
+	}()
+}
+
+// rearmCollector arms the next collection unless the host is stopping.
+func (h *Host) rearmCollector() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.mu.stopping {
+		h.mu.collector = h.clock.AfterFunc(h.opts.CollectionQuantum, h.collect)
+	}
 }
 
 func (h *Host) newActivation(kind *Kind, id actor.GrainID) *activation {

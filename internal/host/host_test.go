@@ -38,6 +38,7 @@ const (
 	mDeadline      // advances the fake clock by the payload's seconds, then answers with its deadline
 	mDeferDeadline // defers, advances the clock, answers with the deadline
 	mKeepCtx       // hands its ctx to the test through kept, then answers
+	mRest          // says its state is at rest (CollectSoon)
 )
 
 type testGrain struct {
@@ -127,6 +128,9 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 			return wrapperspb.Int64(-1), nil
 		}
 		return wrapperspb.Int64(int64(b)), nil
+	case mRest:
+		g.gc.CollectSoon()
+		return wrapperspb.Int64(g.n), nil
 	case mLeave:
 		g.gc.DeactivateOnIdle()
 		return wrapperspb.Int64(g.n), nil

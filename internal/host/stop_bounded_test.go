@@ -78,13 +78,14 @@ type stopFixture struct {
 	flusher     *persistence.Flusher
 	store       *blockingStore
 	logs        *logBuffer
+	clock       *clock.Fake
 	deactivated atomic.Int64
 }
 
 func newStopFixture(t *testing.T, activations int, onDeactivate func()) *stopFixture {
 	t.Helper()
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	f := &stopFixture{store: newBlockingStore(), logs: &logBuffer{}}
+	f := &stopFixture{store: newBlockingStore(), logs: &logBuffer{}, clock: clk}
 	log := slog.New(slog.NewTextHandler(f.logs, nil))
 	fl, err := persistence.NewFlusher(f.store, persistence.FlusherOptions{}, persistence.WithClock(clk), persistence.WithLogger(log))
 	require.NoError(t, err)
@@ -250,4 +251,42 @@ func BenchmarkStop(b *testing.B) {
 		require.NoError(b, fl.Stop(context.Background()))
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/20000, "ns/activation")
+}
+
+// A grain that says its state is at rest is collected at the collector's
+// next pass that finds it untouched, long before the collection age; a
+// call after it withdraws that.
+func TestCollectSoonGrainIsCollectedAtTheNextQuietPass(t *testing.T) {
+	f := newFixture(t, HostOptions{CollectionAge: time.Hour, CollectionQuantum: time.Minute})
+	for _, key := range []string{"rest", "busy"} {
+		_, err := f.call(key, mRest, 0)
+		require.NoError(t, err)
+	}
+	_, err := f.call("busy", mGet, 0)
+	require.NoError(t, err)
+	f.clock.Advance(time.Minute) // both were touched since the last pass
+	require.True(t, f.host.IsActive(actor.GrainID{Type: testType, Key: "rest"}))
+	f.clock.Advance(time.Minute)
+	f.waitLeft("rest")
+	assert.True(t, f.host.IsActive(actor.GrainID{Type: testType, Key: "busy"}), "a call withdrew its CollectSoon")
+}
+
+// Idle collection asks in batches, at most stopWindow deactivations under
+// way, as a stop does; a deactivation that hangs holds only its own slot.
+func TestIdleCollectionKeepsAWindowOfDeactivations(t *testing.T) {
+	const n = stopWindow + 200
+	release := make(chan struct{})
+	var entered atomic.Int64
+	f := newStopFixture(t, n, func() {
+		entered.Add(1)
+		<-release
+	})
+	f.store.unblock()
+	f.clock.Advance(DefaultCollectionQuantum) // the first pass turns the calls into times
+	f.clock.Advance(DefaultCollectionAge)
+	require.Eventually(t, func() bool { return entered.Load() == stopWindow }, testWait, testPoll)
+	assert.Equal(t, n, f.host.Stats().Active)
+	close(release)
+	require.Eventually(t, func() bool { return f.host.Stats().Active == 0 }, testWait, testPoll, "the pass goes on as deactivations finish")
+	assert.EqualValues(t, n, entered.Load())
 }
