@@ -56,15 +56,15 @@ type activation struct {
 	deactivate  bool         // DeactivateOnIdle was called in this turn
 	timers      map[*timer]struct{}
 
-	gone       atomic.Bool   // no more posts: the actor is stopping
-	doing      atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
-	serving    atomic.Bool   // the core is active: the grain activated and has not deactivated
-	claiming   atomic.Bool   // the core claims the grain's registration (core.claims)
-	touched    atomic.Bool   // a request ran since the collector last looked
+	gone     atomic.Bool   // no more posts: the actor is stopping
+	doing    atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
+	serving  atomic.Bool   // the core is active: the grain activated and has not deactivated
+	claiming atomic.Bool   // the core claims the grain's registration (core.claims)
+	touched  atomic.Bool   // a request ran since the collector last looked
 	// collectSoon: the grain said its state is at rest (CollectSoon) and
 	// no request has run since.
 	collectSoon atomic.Bool
-	lastActive atomic.Int64  // unix nanos when the collector last saw activity
+	lastActive  atomic.Int64 // unix nanos when the collector last saw activity
 
 	pendingMu sync.Mutex
 	pending   map[*deferred]struct{} // deferred replies not yet answered

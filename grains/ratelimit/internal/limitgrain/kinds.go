@@ -72,8 +72,10 @@ var slidingWindow = &algorithm[limiter.SlidingWindowOptions, *pb.SlidingWindowOp
 	newCore: func(o limiter.SlidingWindowOptions, now time.Time) (core, error) {
 		return asCore(limiter.NewSlidingWindow(o, now))
 	},
-	limit:    func(o limiter.SlidingWindowOptions) int64 { return o.PermitLimit },
-	refill:   func(o limiter.SlidingWindowOptions) time.Duration { return windowRefill(o.Window, o.ManualReplenishment) },
+	limit: func(o limiter.SlidingWindowOptions) int64 { return o.PermitLimit },
+	refill: func(o limiter.SlidingWindowOptions) time.Duration {
+		return windowRefill(o.Window, o.ManualReplenishment)
+	},
 	restored: restoreSlidingWindow,
 }
 
