@@ -222,6 +222,11 @@ type Limits struct {
 	// MaxActivations, when positive, bounds the activations alive on the
 	// silo. Default 0: no bound.
 	MaxActivations int
+	// MaxKeyLength bounds the grain key a client's request may name, in
+	// bytes: a longer one is answered with proxy.ErrBadRequest ("grain key
+	// of N bytes, longer than the M this silo takes") and creates nothing.
+	// Default 4 KiB; negative: no bound.
+	MaxKeyLength int
 	// MaxConnections bounds the gateway's client connections; one more is
 	// closed before its handshake. Default 10 000.
 	MaxConnections int
@@ -383,7 +388,7 @@ func (o *Options) clientEndpoint(rejected *rpc.Rejections) rpc.EndpointOptions {
 	return rpc.EndpointOptions{
 		SweepInterval: o.TimeoutResolution, MaxInFlight: o.Limits.MaxInFlight,
 		ActivationRate: o.Limits.ActivationRate, ActivationBurst: o.Limits.ActivationBurst,
-		Rejections: rejected,
+		MaxKeyLength: o.Limits.MaxKeyLength, Rejections: rejected,
 	}
 }
 

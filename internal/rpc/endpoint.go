@@ -48,6 +48,10 @@ type EndpointOptions struct {
 	// means no budget (links between silos, which carry many clients'
 	// calls).
 	ActivationRate, ActivationBurst int
+	// MaxKeyLength bounds the grain key of a request from the peer, in
+	// bytes; a longer one is answered with proxy.ErrBadRequest. Default
+	// DefaultMaxKeyLength; negative: no bound.
+	MaxKeyLength int
 	// Moved, when set, is told that a reply relayed over this endpoint
 	// said the grain lives on another silo than the one at its other end:
 	// the directory cache that chose this link was stale.
@@ -353,6 +357,11 @@ func (e *Endpoint) registry() *cancel.Registry {
 }
 
 func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
+	if n := len(env.GrainKey); n > e.admit.maxKeyLen && e.admit.maxKeyLen >= 0 {
+		e.rejected(rejectBadRequest)
+		e.refuse(env.CallID, keyTooLong(n, e.admit.maxKeyLen))
+		return
+	}
 	if e.inFlight.Add(1) > e.admit.maxInFlight {
 		e.inFlight.Add(-1)
 		e.rejected(rejectInFlight)
