@@ -29,9 +29,11 @@ type Client struct {
 	deps deps
 
 	// live is the current connection, read without a lock on every call
-	// and written only under mu, which serialises dialling and closing.
-	live atomic.Pointer[rpc.Endpoint]
-	mu   struct {
+	// and written only under mu. dialing holds a token while a call dials:
+	// one dials at a time, and the others wait within their own context.
+	live    atomic.Pointer[rpc.Endpoint]
+	dialing chan struct{}
+	mu      struct {
 		sync.Mutex
 		closed bool
 		next   int // the gateway to try first on the next dial
@@ -48,7 +50,7 @@ func New(opts Options, optFns ...Option) (*Client, error) {
 		return nil, err
 	}
 	opts.Gateways = append([]string(nil), opts.Gateways...)
-	c := &Client{opts: opts}
+	c := &Client{opts: opts, dialing: make(chan struct{}, 1)}
 	for _, fn := range optFns {
 		fn(&c.deps)
 	}
@@ -82,26 +84,43 @@ func (c *Client) Gateway() string {
 	return ""
 }
 
-// endpoint returns the live connection, dialling when there is none.
+// endpoint returns the live connection, dialling when there is none. One
+// call dials at a time; the others wait for it within their own ctx.
 func (c *Client) endpoint(ctx context.Context) (*rpc.Endpoint, error) {
 	if ep := c.open(); ep != nil {
 		return ep, nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.closed {
-		return nil, ErrClosed
+	select {
+	case c.dialing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: client: waiting for a gateway: %w", proxy.ErrUnavailable, ctx.Err())
 	}
+	defer func() { <-c.dialing }()
 	if ep := c.open(); ep != nil { // another call dialled meanwhile
 		return ep, nil
 	}
 	var errs []error
 	for range c.opts.Gateways {
+		c.mu.Lock()
+		if c.mu.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
 		addr := c.opts.Gateways[c.mu.next]
 		c.mu.next = (c.mu.next + 1) % len(c.opts.Gateways)
+		c.mu.Unlock()
 		ep, err := c.dial(ctx, addr)
 		if err == nil {
-			c.live.Store(ep)
+			c.mu.Lock()
+			closed := c.mu.closed
+			if !closed {
+				c.live.Store(ep)
+			}
+			c.mu.Unlock()
+			if closed { // Close ran while this dialled
+				_ = ep.Conn().Close()
+				return nil, ErrClosed
+			}
 			return ep, nil
 		}
 		errs = append(errs, err)
@@ -110,6 +129,34 @@ func (c *Client) endpoint(ctx context.Context) (*rpc.Endpoint, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: client: no gateway answered: %w", proxy.ErrUnavailable, errors.Join(errs...))
+}
+
+// endpointWithin is endpoint for a call: connecting counts against the
+// call's response timeout, which is left with what remains. Without that
+// bound a call whose gateway accepted the connection but never answered
+// the handshake (a silo stalled or on its way out) waited DialTimeout for
+// each gateway, however short its own timeout.
+func (c *Client) endpointWithin(ctx context.Context, call *proxy.Call) (*rpc.Endpoint, error) {
+	if ep := c.open(); ep != nil {
+		return ep, nil
+	}
+	if call.Timeout <= 0 {
+		return c.endpoint(ctx)
+	}
+	start := c.deps.clock.Now()
+	dialCtx, cancel := context.WithTimeout(ctx, call.Timeout)
+	defer cancel()
+	ep, err := c.endpoint(dialCtx)
+	if err != nil {
+		return nil, err
+	}
+	left := call.Timeout - c.deps.clock.Now().Sub(start)
+	if left <= 0 {
+		return nil, fmt.Errorf("%w: %w: client: connecting to a gateway took the call's response timeout (%v)", rpc.ErrNotSent, proxy.ErrUnavailable, call.Timeout)
+	}
+	call.Timeout = left
+	call.Budget = min(call.Budget, left)
+	return ep, nil
 }
 
 func (c *Client) dial(ctx context.Context, addr string) (*rpc.Endpoint, error) {
@@ -149,8 +196,10 @@ func (c *Client) open() *rpc.Endpoint {
 // Call implements proxy.Caller. When the connection turns out to be closed
 // before the request could be sent, the client dials again and sends it
 // once more: a request that never left cannot have been acted on.
+// Connecting, and waiting for another call that connects, count against
+// the call's response timeout.
 func (c *Client) Call(ctx context.Context, call proxy.Call, in, out proto.Message) error {
-	ep, err := c.endpoint(ctx)
+	ep, err := c.endpointWithin(ctx, &call)
 	if err != nil {
 		return err
 	}
@@ -158,8 +207,12 @@ func (c *Client) Call(ctx context.Context, call proxy.Call, in, out proto.Messag
 	if err == nil || !errors.Is(err, rpc.ErrNotSent) || !errors.Is(err, proxy.ErrUnavailable) {
 		return err
 	}
-	<-ep.Conn().Done() // closing already; let it finish so endpoint redials
-	if ep, err = c.endpoint(ctx); err != nil {
+	select {
+	case <-ep.Conn().Done(): // closing already; let it finish so endpoint redials
+	case <-ctx.Done():
+		return err
+	}
+	if ep, err = c.endpointWithin(ctx, &call); err != nil {
 		return err
 	}
 	return ep.Call(ctx, call, in, out)

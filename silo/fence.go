@@ -157,13 +157,34 @@ func (s *Silo) watchFence(ctx context.Context, src reachabilitySource, sub *clus
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var obs []fence.Observation
+	// lifting is a lift the core decided that waits for the directory: the
+	// silo reaches a majority again, but serves only once the view it acts
+	// on has that majority and its directory has settled on it.
+	var lifting *fence.Status
+	verdict := func(st fence.Status) {
+		switch {
+		case st.Fenced:
+			lifting = nil
+		case st.Changed:
+			lifting = &st
+			s.log.Info("fence: this silo reaches a majority of its cluster again; it serves once its directory has caught up",
+				slog.Int("reached", st.Reached), slog.String("stable_membership", strings.Join(st.Stable, ",")))
+		}
+		s.applyFence(st)
+		if lifting != nil && s.directoryHealed(lifting.Stable) {
+			s.unfence()
+			s.log.Info("fence lifted: this silo reaches a majority of its cluster again and serves",
+				slog.Int("reached", lifting.Reached), slog.String("stable_membership", strings.Join(lifting.Stable, ",")))
+			lifting = nil
+		}
+	}
 	for {
 		now := s.deps.clock.Now()
 		obs = obs[:0]
 		for _, r := range src.Reachability() {
 			obs = append(obs, fence.Observation{ID: r.ID, Reachable: r.Reachable})
 		}
-		s.applyFence(core.Observe(now, obs))
+		verdict(core.Observe(now, obs))
 		select {
 		case <-ctx.Done():
 			return
@@ -179,7 +200,7 @@ func (s *Silo) watchFence(ctx context.Context, src reachabilitySource, sub *clus
 			}
 			for _, e := range events {
 				if e.Kind == cluster.EventLeft {
-					s.applyFence(core.Left(s.deps.clock.Now(), e.Member.ID))
+					verdict(core.Left(s.deps.clock.Now(), e.Member.ID))
 				}
 			}
 		}
@@ -206,11 +227,36 @@ func (s *Silo) applyFence(st fence.Status) {
 		s.deactivateAll()
 	case st.Fenced:
 		s.deactivateAll() // what a call that raced the fence may have activated
-	case st.Changed:
-		s.unfence()
-		s.log.Info("fence lifted: this silo reaches a majority of its cluster again and serves",
-			slog.Int("reached", st.Reached), slog.String("stable_membership", strings.Join(st.Stable, ",")))
 	}
+}
+
+// directoryHealed reports whether the silo may serve again after a fence:
+// the view it acts on has a majority of the stable membership active, and
+// its directory has settled on that view (no range held for a handoff or
+// a rebuild, no handoff of its own on the way). Reachability comes back
+// before the membership view does: a silo that served at once still had
+// its own side's ring, owned every grain, and placed on itself grains the
+// majority hosts, a duplicate until the directories merged.
+func (s *Silo) directoryHealed(stable []string) bool {
+	s.mu.Lock()
+	v := s.mu.view
+	s.mu.Unlock()
+	if !majorityActive(stable, v) {
+		return false
+	}
+	return s.dir == nil || s.dir.Settled(v.Version)
+}
+
+// majorityActive reports whether a strict majority of the silos in stable
+// are active in v.
+func majorityActive(stable []string, v cluster.View) bool {
+	n := 0
+	for _, id := range stable {
+		if m, ok := v.Member(id); ok && m.Status == cluster.StatusActive {
+			n++
+		}
+	}
+	return n > len(stable)/2
 }
 
 // unfence lets calls and registrations in again.

@@ -37,7 +37,7 @@ func TestAHintPlacesTheGrainOnAnotherSilo(t *testing.T) {
 // Sixteen callers entering through three gateways at once, on a grain
 // nobody has activated yet, make one activation between them.
 func TestConcurrentCallersThroughEveryGatewayMakeOneActivation(t *testing.T) {
-	c := testcluster.New(t, testcluster.Options{Silos: 3, Register: registerCounter})
+	c := testcluster.New(t, testcluster.Options{Silos: 3, Register: registerCounter, Logger: logOnFailure(t, 2000)})
 	const callers = 16
 	gateways := c.Gateways()
 	require.Len(t, gateways, 3)

@@ -331,14 +331,31 @@ func (c *Cluster) Stop(i int) error {
 // Kill stops silo i as a crash would: its links and gossip die without a
 // goodbye, the others learn of it from failure detection, and from then on
 // it writes nothing to the shared store (what it had not written is lost).
-func (c *Cluster) Kill(i int) {
+// It returns the grains the silo hosted when it died: those whose
+// activation held or sought its registration as the kill began, and those
+// whose state the silo loaded, or tried to write, from then on. A list of
+// its activations taken before the kill misses the grains activated while
+// the kill was under way, which may have acknowledged calls the kill then
+// lost, and those deactivating, whose last write the kill refused.
+func (c *Cluster) Kill(i int) []actor.GrainID {
 	m := c.take(i)
 	if m == nil {
 		c.t.Fatalf("testcluster: silo %d is not running", i)
-		return
+		return nil
+	}
+	m.store.record()
+	var hosted []actor.GrainID
+	if h := m.silo.Host(); h != nil {
+		hosted = h.Registered()
 	}
 	m.store.kill()
 	silohooks.Kill(m.silo)
+	for _, id := range m.store.recorded() {
+		if !slices.Contains(hosted, id) {
+			hosted = append(hosted, id)
+		}
+	}
+	return hosted
 }
 
 func (c *Cluster) take(i int) *member {
@@ -353,7 +370,8 @@ func (c *Cluster) take(i int) *member {
 }
 
 // WaitForMembership waits until every running silo sees exactly the
-// running silos, all active.
+// running silos, all active, and acts on that view: its directory has
+// taken it and holds no range for a handoff or a rebuild.
 func (c *Cluster) WaitForMembership() {
 	c.t.Helper()
 	deadline := time.Now().Add(c.opts.Timeout)
@@ -381,13 +399,13 @@ func (c *Cluster) converged() bool {
 	c.mu.Unlock()
 	slices.Sort(names)
 	for _, s := range running {
-		v, err := s.Members()
-		if err != nil {
-			return false
-		}
+		// The view the silo acts on, not only the one gossip brought: the
+		// silo applies a view on a goroutine of its own, and a directory
+		// still on an older one would gain ranges, and hold them, after
+		// the cluster looked settled.
 		var seen []string
-		for _, m := range v.Members {
-			if m.Status != cluster.StatusActive {
+		for _, m := range s.ClusterView().Members {
+			if m.Status != cluster.StatusActive || m.State != cluster.StatusActive {
 				return false
 			}
 			seen = append(seen, m.ID)
@@ -435,30 +453,73 @@ func (c *Cluster) close() {
 var ErrKilled = errors.New("testcluster: the silo was killed")
 
 // killableStore is a silo's way to the shared store, cut when the silo is
-// killed.
+// killed. Each operation holds the read side of mu while it runs, and kill
+// takes the write side: once kill returns, no write the silo began before
+// it can still land, as none can from a process that has died. Without
+// that, a write that passed the check just before the kill could land
+// after the grain's next activation loaded its state, and that
+// activation's own flush would then fail on the changed ETag.
 type killableStore struct {
 	inner  persistence.Store
-	killed atomic.Bool
+	mu     sync.RWMutex
+	killed bool
+	// recording, once set, holds the grains whose state the silo read or
+	// tried to write from then on, refused or not.
+	recording atomic.Pointer[sync.Map] // actor.GrainID -> struct{}
 }
 
-func (s *killableStore) kill() { s.killed.Store(true) }
+func (s *killableStore) kill() {
+	s.mu.Lock()
+	s.killed = true
+	s.mu.Unlock()
+}
+
+// record starts recording the grains whose state the silo reads or tries
+// to write.
+func (s *killableStore) record() { s.recording.Store(new(sync.Map)) }
+
+// recorded returns the grains recorded since record.
+func (s *killableStore) recorded() []actor.GrainID {
+	var out []actor.GrainID
+	if m := s.recording.Load(); m != nil {
+		m.Range(func(k, _ any) bool {
+			out = append(out, k.(actor.GrainID))
+			return true
+		})
+	}
+	return out
+}
+
+func (s *killableStore) touch(key persistence.Key) {
+	if m := s.recording.Load(); m != nil {
+		m.Store(actor.GrainID{Type: key.GrainType, Key: key.GrainKey}, struct{}{})
+	}
+}
 
 func (s *killableStore) Read(ctx context.Context, key persistence.Key) ([]byte, string, error) {
-	if s.killed.Load() {
+	s.touch(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.killed {
 		return nil, "", ErrKilled
 	}
 	return s.inner.Read(ctx, key)
 }
 
 func (s *killableStore) Write(ctx context.Context, key persistence.Key, data []byte, etag string) (string, error) {
-	if s.killed.Load() {
+	s.touch(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.killed {
 		return "", ErrKilled
 	}
 	return s.inner.Write(ctx, key, data, etag)
 }
 
 func (s *killableStore) Delete(ctx context.Context, key persistence.Key, etag string) error {
-	if s.killed.Load() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.killed {
 		return ErrKilled
 	}
 	return s.inner.Delete(ctx, key, etag)

@@ -142,6 +142,7 @@ type siloFlags struct {
 
 	apiDisableChanges bool
 	credentials       credentialFlags
+	envoy             envoyFlags
 }
 
 // limiterGrainTypes are the grain types -limiter-collection-age applies to.
@@ -178,6 +179,7 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&f.admin, "admin", "GRANARY_ADMIN", adminDefault, "where the operator's admin port listens: /debug/pprof/ and the rate-limit API with changes allowed (host:port, loopback or a private network; none: off)")
 	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", true, "the public port's rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options (changes need the admin right: the admin port); false opens them to every caller")
 	defineCredentialFlags(s, &f.credentials)
+	defineEnvoyFlags(s, &f.envoy)
 	s.durationVar(&f.shutdownDelay, "shutdown-delay", "GRANARY_SHUTDOWN_DELAY", 0, "how long /readyz answers 503 after a stop signal before the HTTP port closes, for load balancers to notice")
 	s.intVar(&f.expectSilos, "expect-silos", "GRANARY_EXPECT_SILOS", 0, "/readyz answers 503 while this silo sees fewer active silos, itself included (0: no minimum)")
 	return f
@@ -223,6 +225,9 @@ func (f *siloFlags) options() (silo.Options, error) {
 		errs = append(errs, err)
 	}
 	if err := checkStore(f.store); err != nil {
+		errs = append(errs, err)
+	}
+	if err := f.envoy.check(); err != nil {
 		errs = append(errs, err)
 	}
 	if f.gateway == "none" {

@@ -134,9 +134,14 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 		return err
 	}
 	stopTimeout := cfg.flags.stopTimeout
-	if err := s.Start(ctx); err != nil {
+	rls, err := listenEnvoy(&cfg.flags.envoy, s.Caller(), log)
+	if err == nil {
+		err = s.Start(ctx)
+	}
+	if err != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 		defer cancel()
+		err = errors.Join(err, rls.shutdown(shutdownCtx))
 		for _, p := range []*httpPort{port, admin} {
 			if p != nil {
 				err = errors.Join(err, p.shutdown(shutdownCtx))
@@ -144,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 		}
 		return err
 	}
-	fmt.Fprintf(stdout, "granary silo %s: %s%s%s (Ctrl-C to stop)\n", s.Name(), describeHTTP(port), describeAdmin(admin), describeSilo(s))
+	fmt.Fprintf(stdout, "granary silo %s: %s%s%s%s (Ctrl-C to stop)\n", s.Name(), describeHTTP(port), describeAdmin(admin), describeEnvoy(rls), describeSilo(s))
 
 	<-ctx.Done()
 	stop() // a second signal ends the process at once, as by default
@@ -169,6 +174,7 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	if admin != nil {
 		httpErr = errors.Join(httpErr, admin.shutdown(stopCtx))
 	}
+	httpErr = errors.Join(httpErr, rls.shutdown(stopCtx))
 	if err := s.Stop(stopCtx); err != nil && !errors.Is(err, context.Canceled) {
 		return errors.Join(httpErr, err)
 	}

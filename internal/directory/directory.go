@@ -153,6 +153,12 @@ type Directory struct {
 
 		remote int           // goroutines doing remote work
 		idle   chan struct{} // closed when remote drops to 0, for Wait
+		// handoffs counts the handoffs of entries this silo no longer owns
+		// still on their way to the new owners (Settled).
+		handoffs int
+		// unregistering holds, per grain, a channel closed when the last
+		// unregistration this silo sent for it has been answered.
+		unregistering map[actor.GrainID]chan struct{}
 	}
 	stats counters
 }
@@ -226,6 +232,7 @@ func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Di
 	d.mu.placed = make(map[string]int64)
 	d.mu.gone = make(map[string]int64)
 	d.mu.unseen = make(map[ring.Silo]time.Time)
+	d.mu.unregistering = make(map[actor.GrainID]chan struct{})
 	return d
 }
 
@@ -527,6 +534,26 @@ func (d *Directory) Register(id actor.GrainID, done func(winner string, err erro
 		done("", ErrClosed)
 		return
 	}
+	if prev := d.mu.unregistering[id]; prev != nil {
+		// An earlier activation's unregistration is on its way. Entries
+		// name a silo, not an activation: sent first, this registration
+		// would find that activation's entry, keep it as its own, and then
+		// lose it to the late unregistration, leaving the new activation
+		// running with no entry, and the next call to place the grain
+		// elsewhere.
+		d.mu.Unlock()
+		if !d.goRemote(func(ctx context.Context) {
+			select {
+			case <-prev:
+				d.Register(id, done)
+			case <-ctx.Done():
+				done("", fmt.Errorf("directory: register %s: waiting for its unregistration: %w", id, ctx.Err()))
+			}
+		}) {
+			done("", ErrClosed)
+		}
+		return
+	}
 	owner, ok := d.ownerLocked(h)
 	if !ok {
 		d.mu.Unlock()
@@ -585,15 +612,40 @@ func (d *Directory) Unregister(id actor.GrainID) {
 		return
 	}
 	owner, ok := d.ownerLocked(h)
-	if ok && owner.ID == d.self.Silo {
+	prev := d.mu.unregistering[id]
+	if ok && owner.ID == d.self.Silo && prev == nil {
 		if d.mu.partition[id] == d.self {
 			delete(d.mu.partition, id)
 		}
 		d.mu.Unlock()
 		return
 	}
+	// Registrations of the grain wait for this one to be answered, and
+	// this one for the one before it (see Register).
+	sent := make(chan struct{})
+	d.mu.unregistering[id] = sent
 	d.mu.Unlock()
-	d.goRemote(func(ctx context.Context) { d.remoteUnregister(ctx, id) })
+	finish := func() {
+		d.mu.Lock()
+		if d.mu.unregistering[id] == sent {
+			delete(d.mu.unregistering, id)
+		}
+		d.mu.Unlock()
+		close(sent)
+	}
+	if !d.goRemote(func(ctx context.Context) {
+		defer finish()
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-ctx.Done():
+				return
+			}
+		}
+		d.remoteUnregister(ctx, id)
+	}) {
+		finish()
+	}
 }
 
 // randomDelay is a short pause between tries of a request another silo
@@ -645,6 +697,19 @@ func (d *Directory) remoteDone() {
 		close(d.mu.idle)
 		d.mu.idle = nil
 	}
+}
+
+// Settled reports whether the directory has caught up with the view it
+// was given last, version or later: it took that view, holds no range for
+// a handoff or a rebuild, and has handed over every entry it no longer
+// owns. A silo fenced off from the majority serves again only once its
+// directory is settled on the healed view (silo/fence.go): before, its
+// ring may still be its own side's, and it would place grains that the
+// majority's silos host.
+func (d *Directory) Settled(version uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.mu.closed && d.mu.view.Version >= version && len(d.mu.holds) == 0 && d.mu.handoffs == 0
 }
 
 // Wait waits, within ctx, for the directory's requests to other silos

@@ -18,6 +18,7 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/directory/directorypb"
 	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/ring"
 	"github.com/granary-go/granary/internal/rpc"
@@ -77,6 +78,9 @@ type fakeCluster struct {
 	// refused counts the requests each down silo did not answer.
 	refused map[string]int
 	clock   clock.Clock // the directories' clock; nil means the real one
+	// gates hold the requests of a method (by name, as "Unregister") until
+	// the test closes the channel.
+	gates map[string]chan struct{}
 }
 
 type fakeSilo struct {
@@ -98,7 +102,14 @@ func (s serveOf) Deliver(req *host.Request) {
 	if down {
 		s.c.refused[s.to]++
 	}
+	var gate chan struct{}
+	if m := directorypb.DirectoryService.Method(req.MethodID); m != nil {
+		gate = s.c.gates[m.Desc.Name]
+	}
 	s.c.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	if target == nil || down {
 		req.Reply.Reply(req, nil, fmt.Errorf("%w: %s is down", proxy.ErrUnavailable, s.to))
 		req.Release()
@@ -115,7 +126,8 @@ func (p peersOf) Caller(silo string) (proxy.Caller, error) {
 }
 
 func newFakeCluster(t *testing.T, ids ...string) *fakeCluster {
-	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool), refused: make(map[string]int)}
+	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool), refused: make(map[string]int),
+		gates: make(map[string]chan struct{})}
 	for _, id := range ids {
 		c.add(id, 1)
 	}

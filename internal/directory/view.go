@@ -182,11 +182,18 @@ func (d *Directory) SetView(v cluster.View) {
 		d.release(released)
 	}
 	for silo, b := range handoffs {
-		d.goRemote(func(ctx context.Context) {
+		d.mu.Lock()
+		d.mu.handoffs++
+		d.mu.Unlock()
+		started := d.goRemote(func(ctx context.Context) {
+			defer d.handoffDone()
 			if err := d.handoff(ctx, silo, b.ranges, b.entries); err != nil {
 				d.log.Warn("directory: handoff failed; the new owner rebuilds the range", slog.String("silo", silo), slog.Int("entries", len(b.entries)), slog.Any("err", err))
 			}
 		})
+		if !started {
+			d.handoffDone()
+		}
 	}
 	if len(rebuild) > 0 {
 		d.goRemote(func(ctx context.Context) { d.rebuild(ctx, rebuild) })
@@ -200,6 +207,13 @@ func (d *Directory) SetView(v cluster.View) {
 			d.goRemote(func(ctx context.Context) { d.reclaim(ctx, silo, mine) })
 		}
 	}
+}
+
+// handoffDone counts a handoff of SetView out.
+func (d *Directory) handoffDone() {
+	d.mu.Lock()
+	d.mu.handoffs--
+	d.mu.Unlock()
 }
 
 // reclaim merges into this silo's partition what silo hosts in ranges.

@@ -11,7 +11,7 @@ package host
 //	registering --won--> activating --ok--> active --deactivate--> deactivating --> dead
 //	     |                    '--error--> failed
 //	     '--lost to another silo--> forwarding
-//	     '--directory error--> failed
+//	     '--directory error--> failed (and unregisters)
 //
 // Requests that arrive while the activation registers or activates wait
 // in the core's queue, and an ask to deactivate waits for it to be
@@ -122,8 +122,13 @@ func (c *core) registered(winner string, err error) []effect {
 	}
 	switch {
 	case err != nil:
+		// The owner may have recorded the registration and its answer been
+		// lost (a timeout, a link that closed): unregistering frees the
+		// entry, which would otherwise point at an activation that never
+		// runs, until this silo leaves.
 		c.state, c.reason = stateFailed, "registration failed"
 		c.drain(effFail)
+		c.emit(effUnregister, nil)
 		c.emit(effFinish, nil)
 	case winner != "":
 		c.state, c.winner, c.reason = stateForwarding, winner, "duplicate"

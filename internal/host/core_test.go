@@ -57,11 +57,13 @@ func TestCoreLoserForwardsAndNeverActivates(t *testing.T) {
 	assert.Empty(t, c.deactivate("idle"))
 }
 
-func TestCoreRegistrationErrorFailsWhatWaited(t *testing.T) {
+// A registration that failed may have been recorded by the owner before
+// its answer was lost: the activation unregisters, or the entry would stay.
+func TestCoreRegistrationErrorFailsWhatWaitedAndUnregisters(t *testing.T) {
 	var c core
 	c.start()
 	c.request(&Request{})
-	assert.Equal(t, []effectKind{effFail, effFinish}, kinds(c.registered("", errors.New("directory down"))))
+	assert.Equal(t, []effectKind{effFail, effUnregister, effFinish}, kinds(c.registered("", errors.New("directory down"))))
 	assert.Equal(t, stateFailed, c.state)
 	assert.Equal(t, effFail, c.request(&Request{}).kind)
 }

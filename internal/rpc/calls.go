@@ -61,12 +61,10 @@ type callTable struct {
 
 	mu struct {
 		sync.Mutex
-		nextID    uint64
-		calls     idmap.Map[*pending]
-		closed    error
-		sweeping  bool
-		lastSweep int64  // unix nanos of the last sweep, while sweeping
-		swept     uint64 // nextID at the last sweep: later calls have estimated deadlines
+		nextID   uint64
+		calls    idmap.Map[*pending]
+		closed   error
+		sweeping bool
 	}
 	timeouts atomic.Int64
 }
@@ -76,28 +74,24 @@ func (t *callTable) init(c clock.Clock, interval time.Duration) {
 	t.mu.calls.Init(callSlots)
 }
 
-// add registers p under a fresh call id.
-//
-// While the sweep runs, the deadline is taken from the time of the last
-// sweep plus one interval (when the next sweep is due) instead of reading
-// the clock: under load no call reads the clock. A sweep that runs late
-// first moves the deadlines of the calls added since the previous one by
-// its lateness, so a deadline is never earlier than the exact one, only up
-// to one interval (and the timer's lateness) later. Deadlines saturate: a
+// add registers p under a fresh call id, with the exact deadline: the
+// time of the call plus its response timeout. Deadlines saturate: a
 // timeout of math.MaxInt64, a common way to say "never", does not wrap.
+//
+// The deadline is read from the clock on every call. Estimating it from
+// the sweep's due time instead, and moving the estimates by a late sweep's
+// lateness so as never to shorten a timeout, lengthened the timeout of a
+// call made just after a sweep by the whole lateness, on top of the
+// lateness of the sweep that failed it: a process stall at the start of a
+// call counted twice. docs/performance.md has what the read costs.
 func (t *callTable) add(p *pending) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.closed != nil {
 		return 0, fmt.Errorf("%w: %w", ErrNotSent, t.mu.closed)
 	}
-	if t.mu.sweeping {
-		p.deadline = addSaturating(t.mu.lastSweep+int64(t.interval), int64(p.call.Timeout))
-	} else {
-		now := t.clock.Now().UnixNano()
-		p.deadline = addSaturating(now, int64(p.call.Timeout))
-		t.mu.lastSweep = now // the next sweep is one interval from now
-		t.mu.swept = t.mu.nextID
+	p.deadline = addSaturating(t.clock.Now().UnixNano(), int64(p.call.Timeout))
+	if !t.mu.sweeping {
 		t.mu.sweeping = true
 		t.clock.AfterFunc(t.interval, t.sweep)
 	}
@@ -120,16 +114,7 @@ func (t *callTable) take(id uint64) *pending {
 func (t *callTable) sweep() {
 	now := t.clock.Now().UnixNano()
 	t.mu.Lock()
-	// Calls added since the previous sweep took this one's due time as the
-	// present; when it runs late, their deadlines move by as much.
-	late, swept := now-(t.mu.lastSweep+int64(t.interval)), t.mu.swept
-	t.mu.lastSweep, t.mu.swept = now, t.mu.nextID
-	expired := t.mu.calls.RemoveIf(nil, func(id uint64, p *pending) bool {
-		if late > 0 && id > swept {
-			p.deadline = addSaturating(p.deadline, late)
-		}
-		return now >= p.deadline
-	})
+	expired := t.mu.calls.RemoveIf(nil, func(_ uint64, p *pending) bool { return now >= p.deadline })
 	if t.mu.calls.Len() > 0 && t.mu.closed == nil {
 		t.clock.AfterFunc(t.interval, t.sweep)
 	} else {

@@ -40,8 +40,7 @@ func TestHugeTimeoutDoesNotExpireAtOnce(t *testing.T) {
 	tbl.close(nil)
 }
 
-// Nor must a call added while the sweep runs, whose
-// deadline is lastSweep + interval + timeout, even on a clock at zero.
+// Nor must a call added while the sweep runs, even on a clock at zero.
 func TestHugeTimeoutWhileSweeping(t *testing.T) {
 	fake := clock.NewFake(time.Unix(0, 0))
 	var tbl callTable

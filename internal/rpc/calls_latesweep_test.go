@@ -54,12 +54,9 @@ type lateTimer struct{}
 
 func (lateTimer) Stop() bool { return false }
 
-// While the sweep runs, a call's deadline is estimated from when the next
-// sweep is due, not read from the clock. When that sweep's timer fires
-// late (a busy process), a call made meanwhile must not time out before
-// its response timeout has passed: the late sweep moves the estimates of
-// the calls made since the previous one by its lateness. The call still
-// times out, at a later sweep.
+// When the sweep's timer fires late (a busy process), a call made
+// meanwhile must not time out before its response timeout has passed. It
+// still times out, at a later sweep.
 func TestLateSweepDoesNotShortenTimeouts(t *testing.T) {
 	start := time.Unix(1000, 0)
 	clk := &lateClock{now: start}
@@ -96,6 +93,42 @@ func TestLateSweepDoesNotShortenTimeouts(t *testing.T) {
 		assert.ErrorAs(t, p.err, &te)
 	default:
 		t.Fatal("the call outlived its deadline by a whole sweep")
+	}
+	assert.Equal(t, 1, tbl.len(), "the slow call is still pending")
+	tbl.close(nil)
+}
+
+// Nor may a late sweep lengthen a timeout: a call made just after a sweep,
+// whose timer then fires late, times out at the first sweep past its exact
+// deadline, not the lateness after it. Estimated deadlines, moved by the
+// lateness so as not to shorten the calls made in between, gave such a
+// call its timeout plus the whole lateness (a 2 s call failing after 4 s
+// under load).
+func TestLateSweepDoesNotLengthenTimeouts(t *testing.T) {
+	start := time.Unix(1000, 0)
+	clk := &lateClock{now: start}
+	var tbl callTable
+	tbl.init(clk, 10*time.Millisecond)
+
+	slow := getPending()
+	slow.call = testCall(time.Hour, false)
+	_, err := tbl.add(slow) // arms the sweep, due at start+10ms
+	require.NoError(t, err)
+
+	clk.set(start.Add(time.Millisecond))
+	p := getPending()
+	p.call = testCall(20*time.Millisecond, false) // due at start+21ms
+	_, err = tbl.add(p)
+	require.NoError(t, err)
+
+	clk.set(start.Add(500 * time.Millisecond)) // the sweep is 490ms late
+	clk.fire()
+	select {
+	case <-p.done:
+		var te *proxy.TimeoutError
+		assert.ErrorAs(t, p.err, &te)
+	default:
+		t.Fatal("a call with a 20ms response timeout was still pending 499ms after it was made")
 	}
 	assert.Equal(t, 1, tbl.len(), "the slow call is still pending")
 	tbl.close(nil)
