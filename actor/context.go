@@ -131,8 +131,11 @@ type Deferred struct {
 func (d *Deferred) Context() context.Context { return d.rt.Context() }
 
 // Deadline returns when the call's budget runs out (see actor.Deadline; a
-// method that defers without having asked fixes it at Defer). ok is false
-// when the call has no budget.
+// method that defers without having asked fixes it at Defer). A call with
+// no budget still has a deadline: its caller's response timeout from
+// Defer, past which nobody waits for the answer, or, when the caller sent
+// none, the host's bound on waiting (30 s by default), so that no kept
+// reply is held for ever. ok is false only outside an actor host.
 func (d *Deferred) Deadline() (deadline time.Time, ok bool) { return d.rt.Deadline() }
 
 // Cancellable reports whether the caller can cancel the call.

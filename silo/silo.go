@@ -246,6 +246,7 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 		CollectionAge:     s.opts.CollectionAge,
 		CollectionQuantum: s.opts.CollectionQuantum,
 		MaxActivations:    s.opts.Limits.MaxActivations,
+		MaxWait:           s.opts.ResponseTimeout,
 	}, kinds, hostOpts...)
 	if err != nil {
 		return err

@@ -72,8 +72,14 @@ func (c *grainContext) Defer() (*actor.Deferred, error) {
 	req := a.current
 	d := &deferred{a: a, req: req, ctx: req.Ctx, call: a.currentCall, start: a.callStart}
 	grainrt.InitDeferred(&d.pub, d)
-	if req.Budget > 0 && req.cc != nil {
+	switch {
+	case req.Budget > 0 && req.cc != nil:
 		d.deadline = req.cc.deadlineNow()
+	case req.Timeout > 0:
+		// The caller stops waiting then; a reply kept longer reaches nobody.
+		d.deadline = a.host.clock.Now().Add(req.Timeout)
+	default:
+		d.deadline = a.host.clock.Now().Add(a.host.opts.MaxWait)
 	}
 	a.pendingMu.Lock()
 	if a.pending == nil {

@@ -27,6 +27,7 @@ const (
 	DefaultCollectionQuantum   = time.Minute
 	DefaultActivationTimeout   = 30 * time.Second
 	DefaultDeactivationTimeout = 30 * time.Second
+	DefaultMaxWait             = 30 * time.Second
 )
 
 // HostOptions are the data settings of a Host.
@@ -47,6 +48,11 @@ type HostOptions struct {
 	// host: a request that would create one more is refused with
 	// proxy.ErrOverloaded. Zero (the default) sets no bound.
 	MaxActivations int
+	// MaxWait is the deadline of a deferred reply whose call carries
+	// neither a budget nor a response timeout (actor.Deferred.Deadline),
+	// so that a queued call is answered rather than held for ever.
+	// Default 30 s.
+	MaxWait time.Duration
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -62,6 +68,9 @@ func (o *HostOptions) EnsureDefaults() {
 	}
 	if o.DeactivationTimeout == 0 {
 		o.DeactivationTimeout = DefaultDeactivationTimeout
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = DefaultMaxWait
 	}
 }
 
@@ -79,6 +88,9 @@ func (o *HostOptions) Validate() error {
 	}
 	if o.DeactivationTimeout < 0 {
 		errs = append(errs, fmt.Errorf("actor: DeactivationTimeout %v is negative", o.DeactivationTimeout))
+	}
+	if o.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("actor: MaxWait %v is negative", o.MaxWait))
 	}
 	if o.MaxActivations < 0 {
 		errs = append(errs, fmt.Errorf("actor: MaxActivations %d is negative", o.MaxActivations))

@@ -152,7 +152,7 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 		}
 		g.clock.Advance(3 * time.Second)
 		dd, ok := d.Deadline()
-		if cd, _ := actor.Deadline(ctx); ok && !cd.Equal(dd) {
+		if cd, budgeted := actor.Deadline(ctx); ok && budgeted && !cd.Equal(dd) {
 			d.Reply(nil, fmt.Errorf("Deadline %v differs from the Deferred's %v", cd, dd))
 		} else {
 			d.Reply(wrapperspb.Int64(dd.UnixNano()), nil)
@@ -654,4 +654,23 @@ func (s *memStore) writeCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.writes
+}
+
+// A deferred reply whose call has no budget still has a deadline: the
+// caller's response timeout, or the host's MaxWait when it sent none, so
+// that a grain that arms its expiry from it (a limiter's queue) answers.
+func TestDeferredWithoutBudgetGetsTheTimeoutOrMaxWait(t *testing.T) {
+	f := newFixture(t, HostOptions{MaxWait: 7 * time.Second})
+	for _, tc := range []struct {
+		timeout, want time.Duration
+	}{{0, 7 * time.Second}, {4 * time.Second, 4 * time.Second}} {
+		payload, err := proto.Marshal(wrapperspb.Int64(0))
+		require.NoError(t, err)
+		rc := make(chanReplier, 1)
+		start := f.clock.Now()
+		f.host.Deliver(&Request{Target: actor.GrainID{Type: testType, Key: "a"}, MethodID: mDeferDeadline, Payload: payload, Reply: rc, Timeout: tc.timeout})
+		r := <-rc
+		require.NoError(t, r.err)
+		assert.Equal(t, start.Add(tc.want).UnixNano(), r.reply.(*wrapperspb.Int64Value).Value, "timeout %v", tc.timeout)
+	}
 }
