@@ -230,6 +230,11 @@ type Limits struct {
 	// MaxConnections bounds the gateway's client connections; one more is
 	// closed before its handshake. Default 10 000.
 	MaxConnections int
+	// MaxConnectionsPerSource bounds the gateway's client connections from
+	// one source address (an IP, whatever the port), so that one host
+	// cannot take every slot; one more is closed before its handshake.
+	// Default 1024, beyond any client pool; negative: no bound.
+	MaxConnectionsPerSource int
 	// IdleTimeout closes a client connection that had no call in flight
 	// and no frame either way for this long; the client dials again on its
 	// next call. Default 5 min; negative keeps idle connections.
@@ -416,6 +421,7 @@ func (o *Options) gatewayTransport(gen int64) transport.Options {
 	t.Identity = transport.Identity{Role: transport.RoleSilo, SiloID: o.Name, Generation: gen, ClusterID: o.Security.ClusterID}
 	t.Listener.AcceptRoles = []transport.Role{transport.RoleClient}
 	t.Listener.MaxConnections = o.Limits.MaxConnections
+	t.Listener.MaxConnectionsPerSource = o.Limits.MaxConnectionsPerSource
 	if o.Limits.IdleTimeout > 0 {
 		t.Listener.IdleTimeout = o.Limits.IdleTimeout
 	}
