@@ -236,7 +236,8 @@ type Limits struct {
 	// Default 1024, beyond any client pool; negative: no bound.
 	MaxConnectionsPerSource int
 	// IdleTimeout closes a client connection that had no call in flight
-	// and no frame either way for this long; the client dials again on its
+	// and no call or reply either way for this long (cancels and
+	// heartbeats do not count); the client dials again on its
 	// next call. Default 5 min; negative keeps idle connections.
 	IdleTimeout time.Duration
 	// HandshakeTimeout bounds the handshake of every connection of the

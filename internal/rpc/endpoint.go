@@ -90,7 +90,8 @@ type Endpoint struct {
 	cancels     *cancel.Registry
 
 	admit    admission
-	inFlight atomic.Int64 // requests from the peer not yet answered
+	useful   atomic.Uint64 // requests and replies read (UsefulFrames)
+	inFlight atomic.Int64  // requests from the peer not yet answered
 	moved    func(actor.GrainID, string)
 	rights   actor.Rights
 	required func(grainType string, method uint32) actor.Rights
@@ -329,6 +330,7 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 	}
 	switch env.Kind {
 	case wire.KindReply:
+		e.useful.Add(1)
 		p := e.calls.take(env.CallID)
 		if p == nil {
 			return // timed out or abandoned: drop the late reply
@@ -342,6 +344,7 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 		}
 		p.done <- struct{}{}
 	case wire.KindRequest:
+		e.useful.Add(1)
 		e.onRequest(c, &env)
 	case wire.KindCancel:
 		e.registry().Cancel(env.CallID)
@@ -518,6 +521,10 @@ func (e *Endpoint) HandleClose(c *transport.Conn, err error) {
 
 // Idle implements transport.Idler: no call is in flight either way.
 func (e *Endpoint) Idle() bool { return e.inFlight.Load() == 0 && e.calls.len() == 0 }
+
+// UsefulFrames implements transport.UsefulCounter: the requests and
+// replies read, which a peer's cancels do not count among.
+func (e *Endpoint) UsefulFrames() uint64 { return e.useful.Load() }
 
 // EndpointStats are an endpoint's counters.
 type EndpointStats struct {
