@@ -20,6 +20,8 @@ type (
 		WriteState(ctx context.Context) error
 		ClearState(ctx context.Context) error
 		DeactivateOnIdle()
+		CollectSoon()
+		SetStateTTL(d time.Duration)
 		Defer() (*Deferred, error)
 		RegisterTimer(due, period time.Duration, fn func()) *Timer
 	}
@@ -75,6 +77,22 @@ func (c *Context) ClearState(ctx context.Context) error { return c.rt.ClearState
 // ends. The next call activates the grain again.
 func (c *Context) DeactivateOnIdle() { c.rt.DeactivateOnIdle() }
 
+// CollectSoon says that the grain's state is back where a fresh activation
+// would start it (a rate limiter at full quota with nothing waiting), so
+// the activation is worth nothing while idle: the host's collector
+// deactivates it at its next pass if no call has run since, instead of
+// waiting for the collection age. A call that runs afterwards withdraws
+// it; the grain calls it again once its state is at rest again.
+func (c *Context) CollectSoon() { c.rt.CollectSoon() }
+
+// SetStateTTL says that the grain's stored state is worthless once d has
+// passed since it was written: a store that can expire records
+// (persistence/redisstore) then drops it by itself, so that a grain that
+// is never activated again leaves nothing behind. It applies to every
+// write from then on; 0, the default, keeps the state until it is
+// cleared.
+func (c *Context) SetStateTTL(d time.Duration) { c.rt.SetStateTTL(d) }
+
 // Defer keeps the reply of the request whose turn is running, so the grain
 // can answer it from a later turn (a release, a timer, a cancel). The method
 // then returns (nil, nil) and its return values are ignored. Defer returns
@@ -113,8 +131,11 @@ type Deferred struct {
 func (d *Deferred) Context() context.Context { return d.rt.Context() }
 
 // Deadline returns when the call's budget runs out (see actor.Deadline; a
-// method that defers without having asked fixes it at Defer). ok is false
-// when the call has no budget.
+// method that defers without having asked fixes it at Defer). A call with
+// no budget still has a deadline: its caller's response timeout from
+// Defer, past which nobody waits for the answer, or, when the caller sent
+// none, the host's bound on waiting (30 s by default), so that no kept
+// reply is held for ever. ok is false only outside an actor host.
 func (d *Deferred) Deadline() (deadline time.Time, ok bool) { return d.rt.Deadline() }
 
 // Cancellable reports whether the caller can cancel the call.

@@ -42,6 +42,15 @@
 // Record.Clear deletes the stored state, and Flusher.Stop writes everything
 // still dirty when the silo shuts down.
 //
+// An owner that goes away without waiting for the store, as every
+// activation of a stopping silo does, calls Record.CloseQueued instead of
+// Close: the final snapshot is taken in its turn and written by the
+// flusher's writers with those of the other records, up to Writers at a
+// time, so that a slow store holds up no deactivation. Flusher.Stop waits
+// for those writes within its context; when it runs out of time, or some
+// fail, it logs one line with how many states it could not write and the
+// first of their keys, and Flusher.Unwritten counts them at any time.
+//
 // # Ordering
 //
 // At most one write per record is in flight, and they land in the order

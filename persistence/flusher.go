@@ -71,10 +71,12 @@ type Flusher struct {
 		quit              chan struct{}
 		writerDone        chan struct{}
 		cancel            context.CancelFunc
-		// finalizing is set once Stop's final flush begins; finalErrs
-		// collects its failures, for Stop to return.
-		finalizing bool
-		finalErrs  []error
+		// finalizing is set once Stop's final flush begins; finalFailed
+		// counts its failures and finalErrs keeps the first of them, for
+		// Stop to return.
+		finalizing  bool
+		finalFailed int
+		finalErrs   []error
 	}
 }
 
@@ -203,12 +205,54 @@ func (f *Flusher) Stop(ctx context.Context) error {
 		}
 		cancel()
 	}
-	if err := f.finalFlush(ctx); err != nil {
-		return err
-	}
+	err := f.finalFlush(ctx)
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return errors.Join(f.mu.finalErrs...)
+	failed, errs := f.mu.finalFailed, f.mu.finalErrs
+	f.mu.Unlock()
+	if err != nil {
+		n, keys := f.Unwritten(unwrittenSample)
+		f.logger.Warn("persistence: stop ran out of time: grain states not written", "count", n, "keys", keys)
+		return fmt.Errorf("persistence: stop: %w: %d grain states not written", err, n)
+	}
+	if failed == 0 {
+		return nil
+	}
+	f.logger.Warn("persistence: stop: grain states not written", "count", failed, "err", errors.Join(errs...))
+	if failed > len(errs) {
+		return fmt.Errorf("persistence: %d grain states not written, among them: %w", failed, errors.Join(errs...))
+	}
+	return errors.Join(errs...)
+}
+
+// unwrittenSample is how many keys of unwritten states a stop names.
+const unwrittenSample = 10
+
+// Unwritten counts the open records whose state is not written yet: dirty,
+// with a snapshot asked for or waiting for a writer, or closed with
+// CloseQueued and not yet written. It returns up to most of their keys,
+// for a log line that says what a stop that ran out of time could not
+// write. It walks every open record.
+func (f *Flusher) Unwritten(most int) (int, []Key) {
+	f.mu.Lock()
+	records := make([]*Record, 0, len(f.mu.records))
+	for r := range f.mu.records {
+		records = append(records, r)
+	}
+	f.mu.Unlock()
+	n := 0
+	var keys []Key
+	for _, r := range records {
+		r.mu.Lock()
+		unwritten := !r.mu.closed && (r.mu.pending || r.mu.hasData || r.mu.closing || r.dirty.Load())
+		r.mu.Unlock()
+		if unwritten {
+			n++
+			if len(keys) < most {
+				keys = append(keys, r.key)
+			}
+		}
+	}
+	return n, keys
 }
 
 // Open reads the state stored under key and opens a Record to flush it. It
@@ -299,9 +343,9 @@ func (f *Flusher) collect() {
 	}
 	f.mu.Unlock()
 
-	var carry []*Record
+	var carry, requeue []*Record
 	for _, r := range list {
-		if !r.dirty.Load() {
+		if !r.dirty.Load() && !r.closingWithData() {
 			continue // flushed on demand since it was listed
 		}
 		r.mu.Lock()
@@ -309,6 +353,8 @@ func (f *Flusher) collect() {
 		switch {
 		case r.mu.closed, r.mu.conflict != nil:
 			// A conflict will not heal by retrying: leave it to the owner.
+		case r.mu.closing:
+			requeue = append(requeue, r) // a final snapshot whose write failed
 		case r.mu.pending, r.mu.hasData:
 			carry = append(carry, r) // a snapshot is on its way; look again next period
 		default:
@@ -322,6 +368,9 @@ func (f *Flusher) collect() {
 	}
 	for _, r := range carry {
 		f.noteDirty(r)
+	}
+	for _, r := range requeue {
+		f.enqueue(r)
 	}
 	clear(list)
 	f.spare = list[:0]
@@ -447,13 +496,27 @@ func (f *Flusher) writeQueued(ctx context.Context, r *Record) {
 	r.mu.Lock()
 	// The owner supersedes a queued snapshot by dropping it before it writes
 	// (Record.acquire), and queues a new one only in a later turn, so a
-	// record with data here never has a write in flight.
+	// record with data here never has a write in flight, unless the owner
+	// closed it with CloseQueued while a background write was in flight:
+	// the final snapshot then waits for that write, so that writes stay in
+	// order.
+	for r.mu.closing && r.mu.done != nil {
+		wait := r.mu.done
+		r.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return
+		}
+		r.mu.Lock()
+	}
 	if !r.mu.hasData || r.mu.closed {
 		r.mu.Unlock()
 		return
 	}
 	data, etag := r.mu.data, r.mu.etag
 	r.mu.data, r.mu.hasData = nil, false
+	closing := r.mu.closing
 	done := r.beginWriteLocked()
 	r.mu.Unlock()
 
@@ -463,12 +526,36 @@ func (f *Flusher) writeQueued(ctx context.Context, r *Record) {
 	if err != nil {
 		f.fail(r, "write", err)
 	}
+	if closing {
+		f.closeWritten(r, data, err)
+	}
 	f.countWrite(err)
 	if errors.Is(err, ErrConflict) {
 		if fn := r.conflictHook(); fn != nil {
 			fn(err)
 		}
 	}
+}
+
+// closeWritten ends the write of the final snapshot of a record its owner
+// closed with CloseQueued: the record closes, unless the write failed for
+// a reason that may heal and the flusher is not stopping, in which case
+// the snapshot waits for the next period (collect queues it again).
+func (f *Flusher) closeWritten(r *Record, data []byte, err error) {
+	f.mu.Lock()
+	final := f.mu.finalizing
+	f.mu.Unlock()
+	if err != nil && !final && !errors.Is(err, ErrConflict) {
+		r.mu.Lock()
+		if !r.mu.hasData {
+			r.mu.data, r.mu.hasData = data, true
+		}
+		r.mu.Unlock()
+		r.dirty.Store(false) // nothing newer than data: the owner is gone
+		f.noteDirty(r)
+		return
+	}
+	r.finishClose()
 }
 
 // countWrite counts a finished write. Callers count only once the record
@@ -483,15 +570,22 @@ func (f *Flusher) countWrite(err error) {
 }
 
 // fail reports a background failure: logged always, and, if it happened
-// during the final flush, returned by Stop and not retried.
+// during the final flush, returned by Stop and not retried. The final
+// flush logs its first failures one by one and the rest in Stop's summary.
 func (f *Flusher) fail(r *Record, op string, err error) {
-	f.logger.Warn("persistence: background "+op+" failed; state stays dirty", "key", r.key.String(), "err", err)
 	f.mu.Lock()
 	final := f.mu.finalizing
+	logIt := !final || f.mu.finalFailed < unwrittenSample
 	if final {
-		f.mu.finalErrs = append(f.mu.finalErrs, fmt.Errorf("persistence: %s %s: %w", op, r.key, err))
+		f.mu.finalFailed++
+		if len(f.mu.finalErrs) < unwrittenSample {
+			f.mu.finalErrs = append(f.mu.finalErrs, fmt.Errorf("persistence: %s %s: %w", op, r.key, err))
+		}
 	}
 	f.mu.Unlock()
+	if logIt {
+		f.logger.Warn("persistence: background "+op+" failed; state stays dirty", "key", r.key.String(), "err", err)
+	}
 	if final {
 		r.mu.Lock()
 		r.mu.failedFinal = true
@@ -511,6 +605,11 @@ func (f *Flusher) finalFlush(ctx context.Context) error {
 		set = append(set, r)
 	}
 	f.mu.Unlock()
+	for _, r := range set {
+		if r.closingWithData() {
+			f.enqueue(r) // a final snapshot whose write failed before Stop
+		}
+	}
 
 	for {
 		progress := false
@@ -536,13 +635,21 @@ func (f *Flusher) finalFlush(ctx context.Context) error {
 	}
 }
 
+// closingWithData reports whether r is a record closed with CloseQueued
+// whose final snapshot waits to be written.
+func (r *Record) closingWithData() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.closing && r.mu.hasData
+}
+
 // idleForFinalFlush claims r for a final snapshot request (setting
 // r.mu.pending) if it is open, has no snapshot on its way and has not
 // already failed during Stop.
 func (r *Record) idleForFinalFlush() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.mu.closed || r.mu.pending || r.mu.hasData || r.mu.failedFinal {
+	if r.mu.closed || r.mu.closing || r.mu.pending || r.mu.hasData || r.mu.failedFinal {
 		return false
 	}
 	r.mu.pending = true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Record is one piece of grain state opened on a Flusher. Its owner (the
@@ -30,6 +31,9 @@ type Record struct {
 	// listed says whether the record is on the flusher's dirty list; it is
 	// guarded by flusher.mu.
 	listed bool
+	// ttl is the time to live of the state's writes, in nanoseconds
+	// (SetTTL); 0 for none.
+	ttl atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -43,6 +47,10 @@ type Record struct {
 		// closed when it ends. There is at most one.
 		done   chan struct{}
 		closed bool
+		// closing: the owner closed the record with CloseQueued and its
+		// final snapshot waits for, or is in, a write; the record closes
+		// once it is written.
+		closing bool
 		// failedFinal: a snapshot or write failed during Stop's final
 		// flush, which tries each record once.
 		failedFinal bool
@@ -75,6 +83,13 @@ func (r *Record) conflictHook() func(error) {
 	defer r.mu.Unlock()
 	return r.mu.onConflict
 }
+
+// SetTTL gives the state's writes from now on a time to live: a store that
+// can expire states (an ExpiringStore) drops the state once d has passed
+// since its latest write, and others ignore it. 0 removes it. The owner
+// sets it when the state is worthless after a while, as a rate limiter's
+// is once its quota would be full again. Safe from any goroutine.
+func (r *Record) SetTTL(d time.Duration) { r.ttl.Store(int64(max(d, 0))) }
 
 // Key returns the key the record was opened with.
 func (r *Record) Key() Key { return r.key }
@@ -120,7 +135,7 @@ func (r *Record) turn() {
 	f := r.flusher
 	defer f.signal()
 	r.mu.Lock()
-	if r.mu.closed || !r.dirty.CompareAndSwap(true, false) {
+	if r.mu.closed || r.mu.closing || !r.dirty.CompareAndSwap(true, false) {
 		r.mu.pending = false
 		r.mu.Unlock()
 		return
@@ -186,7 +201,7 @@ func (r *Record) Clear(ctx context.Context) error {
 // twice.
 func (r *Record) Close(ctx context.Context) error {
 	r.mu.Lock()
-	closed := r.mu.closed
+	closed := r.mu.closed || r.mu.closing
 	r.mu.Unlock()
 	if closed {
 		return nil
@@ -204,6 +219,49 @@ func (r *Record) Close(ctx context.Context) error {
 		return nil
 	}
 	return r.flushAcquired(ctx, done)
+}
+
+// CloseQueued is Close for an owner that goes away and need not wait for
+// the store, as activations do while their silo stops: when the state is
+// dirty it takes the final snapshot now and leaves writing it to the
+// flusher's writers, beside the final writes of other records, instead of
+// writing it in the owner's turn. A snapshot already waiting for a writer
+// is kept. The record closes once the write has ended; a write that fails
+// is tried again at the next period, as background writes are, until the
+// flusher stops, whose final flush waits for these writes and reports
+// those that failed. A conflict ends it: the state was stale. It returns
+// the snapshot's error (the record is then closed and the change lost), and
+// is safe to call twice and after Close.
+func (r *Record) CloseQueued() error {
+	r.mu.Lock()
+	if r.mu.closed || r.mu.closing {
+		r.mu.Unlock()
+		return nil
+	}
+	// A snapshot turn the flusher asked for will not run: the owner is
+	// going. The snapshot is taken here instead.
+	r.mu.pending = false
+	queued := r.mu.hasData
+	if !r.dirty.Load() && !queued {
+		r.mu.Unlock()
+		r.finishClose()
+		return nil
+	}
+	r.mu.closing = true
+	r.mu.Unlock()
+	if r.dirty.CompareAndSwap(true, false) {
+		data, err := r.takeSnapshot(func(error) { r.finishClose() })
+		if err != nil {
+			return fmt.Errorf("persistence: snapshot %s: %w", r.key, err)
+		}
+		r.mu.Lock()
+		r.mu.data, r.mu.hasData = data, true
+		r.mu.Unlock()
+	}
+	if !queued {
+		r.flusher.enqueue(r)
+	}
+	return nil
 }
 
 func (r *Record) finishClose() {
@@ -271,7 +329,13 @@ func (r *Record) flushAcquired(ctx context.Context, done chan struct{}) error {
 // bookkeeping.
 func (r *Record) write(ctx context.Context, done chan struct{}, data []byte, etag string) error {
 	r.flusher.stats.attempted.Add(1)
-	newETag, err := r.flusher.store.Write(ctx, r.key, data, etag)
+	var newETag string
+	var err error
+	if es, ok := r.flusher.store.(ExpiringStore); ok && r.ttl.Load() > 0 {
+		newETag, err = es.WriteExpiring(ctx, r.key, data, etag, time.Duration(r.ttl.Load()))
+	} else {
+		newETag, err = r.flusher.store.Write(ctx, r.key, data, etag)
+	}
 	// A failed write marks the record dirty before it gives up the slot:
 	// an owner that takes the slot next (Close, on deactivation) must see
 	// the change as still unwritten.

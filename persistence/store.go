@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrNotFound is returned by Store.Read when no state is stored under the key.
@@ -72,4 +73,16 @@ type Store interface {
 	// Delete removes the state under key if the stored ETag equals etag.
 	// Deleting with etag "" when nothing is stored succeeds and does nothing.
 	Delete(ctx context.Context, key Key, etag string) error
+}
+
+// ExpiringStore is a Store that can give a stored state a time to live,
+// after which the store drops it by itself (persistence/redisstore can).
+// A Record whose owner set a time to live (Record.SetTTL) writes through
+// WriteExpiring when its flusher's store is one; other stores keep the
+// state until it is deleted.
+type ExpiringStore interface {
+	Store
+	// WriteExpiring is Write for a state that is worthless once ttl has
+	// passed since the write; a ttl of 0 keeps it until it is deleted.
+	WriteExpiring(ctx context.Context, key Key, data []byte, etag string, ttl time.Duration) (newETag string, err error)
 }

@@ -48,6 +48,11 @@ type Options struct {
 	ResponseTimeout time.Duration
 	// CollectionAge is how long an idle activation lives. Default 15 min.
 	CollectionAge time.Duration
+	// CollectionAges overrides CollectionAge for the grain types it names
+	// (as registered: the contract's service name, such as
+	// "granary.ratelimit.TokenBucketLimiter"). A grain whose state is at
+	// rest (actor.Context.CollectSoon) goes sooner whatever its age.
+	CollectionAges map[string]time.Duration
 	// CollectionQuantum is how often idle activations are looked for.
 	// Default 1 min (or CollectionAge/2 when shorter).
 	CollectionQuantum time.Duration
@@ -233,11 +238,22 @@ type Limits struct {
 	// MaxActivations, when positive, bounds the activations alive on the
 	// silo. Default 0: no bound.
 	MaxActivations int
+	// MaxKeyLength bounds the grain key a client's request may name, in
+	// bytes: a longer one is answered with proxy.ErrBadRequest ("grain key
+	// of N bytes, longer than the M this silo takes") and creates nothing.
+	// Default 4 KiB; negative: no bound.
+	MaxKeyLength int
 	// MaxConnections bounds the gateway's client connections; one more is
 	// closed before its handshake. Default 10 000.
 	MaxConnections int
+	// MaxConnectionsPerSource bounds the gateway's client connections from
+	// one source address (an IP, whatever the port), so that one host
+	// cannot take every slot; one more is closed before its handshake.
+	// Default 1024, beyond any client pool; negative: no bound.
+	MaxConnectionsPerSource int
 	// IdleTimeout closes a client connection that had no call in flight
-	// and no frame either way for this long; the client dials again on its
+	// and no call or reply either way for this long (cancels and
+	// heartbeats do not count); the client dials again on its
 	// next call. Default 5 min; negative keeps idle connections.
 	IdleTimeout time.Duration
 	// HandshakeTimeout bounds the handshake of every connection of the
@@ -329,6 +345,9 @@ func (o *Options) Validate() error {
 	}
 	c.Positive("ResponseTimeout", o.ResponseTimeout)
 	c.Positive("CollectionAge", o.CollectionAge)
+	for grainType, age := range o.CollectionAges {
+		c.Positive("CollectionAges["+grainType+"]", age)
+	}
 	c.NonNegative("CollectionQuantum", o.CollectionQuantum)
 	c.Positive("FlushPeriod", o.FlushPeriod)
 	c.Range("MaxFrameSize", o.MaxFrameSize, minFrameSize, transport.MaxFrameSizeLimit)
@@ -392,7 +411,7 @@ func (o *Options) clientEndpoint(rejected *rpc.Rejections) rpc.EndpointOptions {
 	return rpc.EndpointOptions{
 		SweepInterval: o.TimeoutResolution, MaxInFlight: o.Limits.MaxInFlight,
 		ActivationRate: o.Limits.ActivationRate, ActivationBurst: o.Limits.ActivationBurst,
-		Rejections: rejected,
+		MaxKeyLength: o.Limits.MaxKeyLength, Rejections: rejected,
 	}
 }
 
@@ -420,6 +439,7 @@ func (o *Options) gatewayTransport(gen int64) transport.Options {
 	t.Identity = transport.Identity{Role: transport.RoleSilo, SiloID: o.Name, Generation: gen, ClusterID: o.Security.ClusterID}
 	t.Listener.AcceptRoles = []transport.Role{transport.RoleClient}
 	t.Listener.MaxConnections = o.Limits.MaxConnections
+	t.Listener.MaxConnectionsPerSource = o.Limits.MaxConnectionsPerSource
 	if o.Limits.IdleTimeout > 0 {
 		t.Listener.IdleTimeout = o.Limits.IdleTimeout
 	}

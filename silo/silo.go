@@ -238,10 +238,16 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 	} else if dir, ok := s.deps.locator.(host.Directory); ok {
 		hostOpts = append(hostOpts, host.WithDirectory(dir))
 	}
+	for _, k := range kinds {
+		if age, ok := s.opts.CollectionAges[k.Type]; ok {
+			k.CollectionAge = age
+		}
+	}
 	h, err := host.NewHost(host.HostOptions{
 		CollectionAge:     s.opts.CollectionAge,
 		CollectionQuantum: s.opts.CollectionQuantum,
 		MaxActivations:    s.opts.Limits.MaxActivations,
+		MaxWait:           s.opts.ResponseTimeout,
 	}, kinds, hostOpts...)
 	if err != nil {
 		return err
@@ -485,9 +491,11 @@ func (s *Silo) Stop(ctx context.Context) error {
 	// only what an earlier one could not finish in time.
 	hostErr := host.Stop(ctx)
 	if hostErr != nil {
-		for _, b := range host.Busy() {
-			s.log.Warn("stop: grain did not deactivate in time", slog.String("grain", b.ID.String()), slog.String("running", b.Doing))
-		}
+		// The error names the first busy grains and counts the rest; what
+		// the flusher holds unwritten is lost if the process ends now.
+		n, keys := s.flusher.Unwritten(10)
+		s.log.Warn("stop: grains did not deactivate in time", slog.Any("err", hostErr),
+			slog.Int("unwritten_states", n), slog.Any("unwritten", keys))
 	} else {
 		s.flushConnections(ctx) // the last replies go out before the connections close
 	}

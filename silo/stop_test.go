@@ -121,8 +121,8 @@ func TestStopLogsTheGrainsThatHeldItUp(t *testing.T) {
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	require.Error(t, e.silo.Stop(short))
-	assert.Contains(t, logs.String(), "grain did not deactivate in time")
-	assert.Contains(t, logs.String(), "grain="+testgrain.CounterGrainType+"/stuck running=Block")
+	assert.Contains(t, logs.String(), "grains did not deactivate in time")
+	assert.Contains(t, logs.String(), "1 grains did not deactivate in time: "+testgrain.CounterGrainType+"/stuck in Block")
 	e.gate.Release("s")
 	<-e.gate.Exited()
 }

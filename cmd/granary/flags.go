@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 	"github.com/granary-go/granary/internal/fence"
+	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -128,15 +131,24 @@ type siloFlags struct {
 	timings       string
 	fenceMinSilos int
 	stopTimeout   time.Duration
-	store         string
-	http          string
-	admin         string
-	shutdownDelay time.Duration
-	expectSilos   int
+	// limiterCollectionAge is the collection age of the limiter grains
+	// (0: -collection-age).
+	limiterCollectionAge time.Duration
+	store                string
+	http                 string
+	admin                string
+	shutdownDelay        time.Duration
+	expectSilos          int
 
 	apiDisableChanges bool
 	credentials       credentialFlags
 	envoy             envoyFlags
+}
+
+// limiterGrainTypes are the grain types -limiter-collection-age applies to.
+var limiterGrainTypes = []string{
+	ratelimitpb.ConcurrencyLimiterGrainType, ratelimitpb.FixedWindowLimiterGrainType,
+	ratelimitpb.SlidingWindowLimiterGrainType, ratelimitpb.TokenBucketLimiterGrainType,
 }
 
 // httpDefault is where the HTTP port listens by default.
@@ -159,6 +171,9 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&f.timings, "timings", "GRANARY_TIMINGS", "lan", "failure detection profile: lan, or fast (one machine, tests)")
 	s.intVar(&f.fenceMinSilos, "fence-min-silos", "GRANARY_FENCE_MIN_SILOS", fence.DefaultMinSilos, "the minority fence: in a cluster of at least this many silos, a silo that cannot reach a majority refuses calls and is not ready (0: no fence)")
 	s.durationVar(&f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
+	s.durationVar(&o.CollectionAge, "collection-age", "GRANARY_COLLECTION_AGE", host.DefaultCollectionAge, "how long an idle grain stays in memory before it is deactivated")
+	s.intVar(&o.Limits.MaxKeyLength, "max-key-length", "GRANARY_MAX_KEY_LENGTH", rpc.DefaultMaxKeyLength, "the longest grain key a client's call may name, in bytes; a longer one is answered bad_request (negative: no bound)")
+	s.durationVar(&f.limiterCollectionAge, "limiter-collection-age", "GRANARY_LIMITER_COLLECTION_AGE", 0, "-collection-age for the rate limiters (0: -collection-age); a limiter back at full quota goes within about a minute whatever its age")
 	s.stringVar(&f.store, "store", storeEnv, "memory", "where grain state lives: memory, or redis://[[user]:password@]host:port/db[?prefix=granary:] (rediss:// for TLS)")
 	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /cluster, /metrics (host:port; none: no HTTP port)")
 	s.stringVar(&f.admin, "admin", "GRANARY_ADMIN", adminDefault, "where the operator's admin port listens: /debug/pprof/ and the rate-limit API with changes allowed (host:port, loopback or a private network; none: off)")
@@ -181,6 +196,18 @@ func (f *siloFlags) options() (silo.Options, error) {
 	o := f.opts
 	if f.stopTimeout <= 0 {
 		bad("-stop-timeout must be positive, got %v", f.stopTimeout)
+	}
+	if o.CollectionAge <= 0 {
+		bad("-collection-age must be positive, got %v", o.CollectionAge)
+	}
+	switch {
+	case f.limiterCollectionAge < 0:
+		bad("-limiter-collection-age must not be negative, got %v", f.limiterCollectionAge)
+	case f.limiterCollectionAge > 0:
+		o.CollectionAges = make(map[string]time.Duration, len(limiterGrainTypes))
+		for _, t := range limiterGrainTypes {
+			o.CollectionAges[t] = f.limiterCollectionAge
+		}
 	}
 	if f.shutdownDelay < 0 {
 		bad("-shutdown-delay must not be negative, got %v", f.shutdownDelay)

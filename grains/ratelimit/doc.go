@@ -63,5 +63,9 @@
 // one time to live after its last renewal. TryAcquire answers at once and
 // never queues; AcquireMany and Group decide over several limits at once,
 // all or nothing, refunding time-based grants where the algorithm can.
+// A limiter back at full quota with nothing waiting is collected soon and
+// deletes its stored state (unless Configure set its options), and the
+// stored state of a time-based limiter expires on Redis after its refill
+// time plus a minute: a key nobody calls again leaves nothing behind.
 // docs/ratelimit.md is the full manual.
 package ratelimit

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/client"
@@ -85,6 +86,12 @@ func TestChangingALimiterThroughTheGatewayNeedsTheAdminRight(t *testing.T) {
 				// would change them: the grain asks for the right itself.
 				"AcquireAndCheckConfiguration with other options": func() error {
 					_, err := ref.AcquireAndCheckConfiguration(ctx, &ratelimitpb.FixedWindowAcquireRequest{Permits: 1, Options: other})
+					return err
+				},
+				"LeaseQuota with other options": func() error {
+					encoded, err := proto.Marshal(other)
+					require.NoError(t, err)
+					_, err = ref.LeaseQuota(ctx, &ratelimitpb.QuotaRequest{Holder: 1, Rate: 1000, Need: 1, Options: encoded})
 					return err
 				},
 				"TryAcquire with other options": func() error {

@@ -56,12 +56,15 @@ type activation struct {
 	deactivate  bool         // DeactivateOnIdle was called in this turn
 	timers      map[*timer]struct{}
 
-	gone       atomic.Bool   // no more posts: the actor is stopping
-	doing      atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
-	serving    atomic.Bool   // the core is active: the grain activated and has not deactivated
-	claiming   atomic.Bool   // the core claims the grain's registration (core.claims)
-	touched    atomic.Bool   // a request ran since the collector last looked
-	lastActive atomic.Int64  // unix nanos when the collector last saw activity
+	gone     atomic.Bool   // no more posts: the actor is stopping
+	doing    atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
+	serving  atomic.Bool   // the core is active: the grain activated and has not deactivated
+	claiming atomic.Bool   // the core claims the grain's registration (core.claims)
+	touched  atomic.Bool   // a request ran since the collector last looked
+	// collectSoon: the grain said its state is at rest (CollectSoon) and
+	// no request has run since.
+	collectSoon atomic.Bool
+	lastActive  atomic.Int64 // unix nanos when the collector last saw activity
 
 	pendingMu sync.Mutex
 	pending   map[*deferred]struct{} // deferred replies not yet answered
@@ -69,6 +72,11 @@ type activation struct {
 	mb mailbox // the actor's protoactor mailbox; see postInline
 
 	sameKey *activation // the next activation under the same key in the host's catalog; guarded by the host's lock
+	// asked is what a deactivation pass asked of this activation
+	// (askedIdle, askedStop); the pass holds a slot for it until it leaves
+	// the catalog or declines. Set by the pass holding the host's pass
+	// token under the read lock, cleared under the write lock.
+	asked uint8
 }
 
 // post enqueues a message unless the actor is already stopping.
@@ -138,6 +146,8 @@ func (a *activation) Receive(c protoactor.Context) {
 		// when it is, but not the collector's: it is not idle then.
 		if !msg.idle || (a.core.active() && a.idleNow()) {
 			a.apply(a.core.deactivate(msg.reason))
+		} else {
+			a.host.declined(a)
 		}
 	}
 }
@@ -271,12 +281,20 @@ func (a *activation) noteRegistration(r registeredMsg) {
 }
 
 func (a *activation) idleNow() bool {
-	if a.touched.Load() || a.idleFor(a.host.clock.Now()) < a.collectionAge {
+	if a.touched.Load() || !a.collectible(a.host.clock.Now()) {
 		return false
 	}
 	a.pendingMu.Lock()
 	defer a.pendingMu.Unlock()
 	return len(a.pending) == 0
+}
+
+// collectible reports whether the collector may deactivate the activation
+// now: idle for its collection age, or, when its grain said its state is
+// at rest, not touched since the collector last looked.
+func (a *activation) collectible(now time.Time) bool {
+	idle := a.idleFor(now)
+	return idle >= a.collectionAge || (a.collectSoon.Load() && idle > 0)
 }
 
 // activate loads the grain's state and runs OnActivate. It returns the
@@ -326,6 +344,13 @@ func (a *activation) activate() error {
 	return a.failure
 }
 
+// queuedCloser is a StateRecord that can close by taking its final
+// snapshot in the turn and leaving the write to its store's writers
+// (persistence.Record.CloseQueued).
+type queuedCloser interface {
+	CloseQueued() error
+}
+
 // conflictNotifier is a StateRecord that tells of background write
 // conflicts (persistence.Record does).
 type conflictNotifier interface {
@@ -361,6 +386,9 @@ func (a *activation) runTurn(req *Request) {
 	}
 	if !a.touched.Load() { // a load is cheaper than a store, which fences
 		a.touched.Store(true)
+	}
+	if a.collectSoon.Load() {
+		a.collectSoon.Store(false)
 	}
 	a.doing.Store(req.MethodID) // so that a stop held up by this turn can name it
 
@@ -494,8 +522,14 @@ func (a *activation) deactivateNow() {
 	}
 	if a.record != nil {
 		// Close snapshots the state through the grain's SaveState, which may
-		// panic; the activation must still finish.
-		if err := a.safely(func() error { return a.record.Close(ctx) }); err != nil {
+		// panic; the activation must still finish. While the host stops,
+		// the write is left to the store's writers when it can be, and
+		// the flusher reports what it could not write.
+		closeRecord := a.record.Close
+		if q, ok := a.record.(queuedCloser); ok && h.draining.Load() {
+			closeRecord = func(context.Context) error { return q.CloseQueued() }
+		}
+		if err := a.safely(func() error { return closeRecord(ctx) }); err != nil {
 			h.log.Warn("final state flush failed", slog.String("grain", a.id.String()), slog.Any("err", err))
 		}
 	}

@@ -47,6 +47,20 @@ func (c *grainContext) ClearState(ctx context.Context) error {
 
 func (c *grainContext) DeactivateOnIdle() { c.a.deactivate = true }
 
+func (c *grainContext) CollectSoon() { c.a.collectSoon.Store(true) }
+
+// ttlSetter is a StateRecord whose writes can carry a time to live
+// (persistence.Record).
+type ttlSetter interface {
+	SetTTL(d time.Duration)
+}
+
+func (c *grainContext) SetStateTTL(d time.Duration) {
+	if r, ok := c.a.record.(ttlSetter); ok {
+		r.SetTTL(d)
+	}
+}
+
 func (c *grainContext) Defer() (*actor.Deferred, error) {
 	a := c.a
 	if a.current == nil {
@@ -58,8 +72,14 @@ func (c *grainContext) Defer() (*actor.Deferred, error) {
 	req := a.current
 	d := &deferred{a: a, req: req, ctx: req.Ctx, call: a.currentCall, start: a.callStart}
 	grainrt.InitDeferred(&d.pub, d)
-	if req.Budget > 0 && req.cc != nil {
+	switch {
+	case req.Budget > 0 && req.cc != nil:
 		d.deadline = req.cc.deadlineNow()
+	case req.Timeout > 0:
+		// The caller stops waiting then; a reply kept longer reaches nobody.
+		d.deadline = a.host.clock.Now().Add(req.Timeout)
+	default:
+		d.deadline = a.host.clock.Now().Add(a.host.opts.MaxWait)
 	}
 	a.pendingMu.Lock()
 	if a.pending == nil {

@@ -38,6 +38,7 @@ const (
 	mDeadline      // advances the fake clock by the payload's seconds, then answers with its deadline
 	mDeferDeadline // defers, advances the clock, answers with the deadline
 	mKeepCtx       // hands its ctx to the test through kept, then answers
+	mRest          // says its state is at rest (CollectSoon)
 )
 
 type testGrain struct {
@@ -52,6 +53,8 @@ type testGrain struct {
 	failOnce    *atomic.Bool
 	clock       *clock.Fake
 	kept        chan context.Context
+	// onDeactivate, when set, runs first in OnDeactivate.
+	onDeactivate func()
 }
 
 func (g *testGrain) OnActivate(ctx context.Context, gc *actor.Context) error {
@@ -64,6 +67,9 @@ func (g *testGrain) OnActivate(ctx context.Context, gc *actor.Context) error {
 }
 
 func (g *testGrain) OnDeactivate(ctx context.Context, gc *actor.Context) error {
+	if g.onDeactivate != nil {
+		g.onDeactivate()
+	}
 	g.deactivated.Add(1)
 	return nil
 }
@@ -122,6 +128,9 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 			return wrapperspb.Int64(-1), nil
 		}
 		return wrapperspb.Int64(int64(b)), nil
+	case mRest:
+		g.gc.CollectSoon()
+		return wrapperspb.Int64(g.n), nil
 	case mLeave:
 		g.gc.DeactivateOnIdle()
 		return wrapperspb.Int64(g.n), nil
@@ -143,7 +152,7 @@ func (testDispatcher) Dispatch(ctx context.Context, grain any, method uint32, pa
 		}
 		g.clock.Advance(3 * time.Second)
 		dd, ok := d.Deadline()
-		if cd, _ := actor.Deadline(ctx); ok && !cd.Equal(dd) {
+		if cd, budgeted := actor.Deadline(ctx); ok && budgeted && !cd.Equal(dd) {
 			d.Reply(nil, fmt.Errorf("Deadline %v differs from the Deferred's %v", cd, dd))
 		} else {
 			d.Reply(wrapperspb.Int64(dd.UnixNano()), nil)
@@ -645,4 +654,23 @@ func (s *memStore) writeCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.writes
+}
+
+// A deferred reply whose call has no budget still has a deadline: the
+// caller's response timeout, or the host's MaxWait when it sent none, so
+// that a grain that arms its expiry from it (a limiter's queue) answers.
+func TestDeferredWithoutBudgetGetsTheTimeoutOrMaxWait(t *testing.T) {
+	f := newFixture(t, HostOptions{MaxWait: 7 * time.Second})
+	for _, tc := range []struct {
+		timeout, want time.Duration
+	}{{0, 7 * time.Second}, {4 * time.Second, 4 * time.Second}} {
+		payload, err := proto.Marshal(wrapperspb.Int64(0))
+		require.NoError(t, err)
+		rc := make(chanReplier, 1)
+		start := f.clock.Now()
+		f.host.Deliver(&Request{Target: actor.GrainID{Type: testType, Key: "a"}, MethodID: mDeferDeadline, Payload: payload, Reply: rc, Timeout: tc.timeout})
+		r := <-rc
+		require.NoError(t, r.err)
+		assert.Equal(t, start.Add(tc.want).UnixNano(), r.reply.(*wrapperspb.Int64Value).Value, "timeout %v", tc.timeout)
+	}
 }

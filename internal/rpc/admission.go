@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,10 @@ const (
 	// not affected.
 	DefaultActivationRate  = 10_000
 	DefaultActivationBurst = 10_000
+	// DefaultMaxKeyLength is the longest grain key a request may name, in
+	// bytes; a longer one is answered with proxy.ErrBadRequest before any
+	// grain sees it, since every activation keeps its key for its life.
+	DefaultMaxKeyLength = 4 << 10
 )
 
 // admission bounds what one connection may ask of the silo: requests in
@@ -33,6 +38,7 @@ const (
 // that is read only when a request would create an activation.
 type admission struct {
 	maxInFlight int64
+	maxKeyLen   int     // negative: no bound
 	rate        float64 // activations per second; 0: no budget
 	burst       float64
 	clock       clock.Clock
@@ -49,6 +55,7 @@ func (a *admission) init(opts EndpointOptions, c clock.Clock) {
 	if a.maxInFlight == 0 {
 		a.maxInFlight = DefaultMaxInFlight
 	}
+	a.maxKeyLen = cmp.Or(opts.MaxKeyLength, DefaultMaxKeyLength)
 	a.rate, a.burst = float64(opts.ActivationRate), float64(opts.ActivationBurst)
 	if opts.ActivationRate == 0 {
 		a.rate = DefaultActivationRate
@@ -185,4 +192,10 @@ func rejectionOf(err error) (rejection, bool) {
 		return rejectPermissionDenied, true
 	}
 	return 0, false
+}
+
+// keyTooLong is the refusal of a request whose grain key is longer than
+// the endpoint takes.
+func keyTooLong(n, most int) error {
+	return fmt.Errorf("%w: grain key of %d bytes, longer than the %d this silo takes", proxy.ErrBadRequest, n, most)
 }

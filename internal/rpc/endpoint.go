@@ -48,6 +48,10 @@ type EndpointOptions struct {
 	// means no budget (links between silos, which carry many clients'
 	// calls).
 	ActivationRate, ActivationBurst int
+	// MaxKeyLength bounds the grain key of a request from the peer, in
+	// bytes; a longer one is answered with proxy.ErrBadRequest. Default
+	// DefaultMaxKeyLength; negative: no bound.
+	MaxKeyLength int
 	// Moved, when set, is told that a reply relayed over this endpoint
 	// said the grain lives on another silo than the one at its other end:
 	// the directory cache that chose this link was stale.
@@ -90,7 +94,8 @@ type Endpoint struct {
 	cancels     *cancel.Registry
 
 	admit    admission
-	inFlight atomic.Int64 // requests from the peer not yet answered
+	useful   atomic.Uint64 // requests and replies read (UsefulFrames)
+	inFlight atomic.Int64  // requests from the peer not yet answered
 	moved    func(actor.GrainID, string)
 	rights   actor.Rights
 	required func(grainType string, method uint32) actor.Rights
@@ -344,6 +349,7 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 	}
 	switch env.Kind {
 	case wire.KindReply:
+		e.useful.Add(1)
 		p := e.calls.take(env.CallID)
 		if p == nil {
 			return // timed out or abandoned: drop the late reply
@@ -357,6 +363,7 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 		}
 		p.done <- struct{}{}
 	case wire.KindRequest:
+		e.useful.Add(1)
 		e.onRequest(c, &env)
 	case wire.KindCancel:
 		e.registry().Cancel(env.CallID)
@@ -372,6 +379,11 @@ func (e *Endpoint) registry() *cancel.Registry {
 }
 
 func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
+	if n := len(env.GrainKey); n > e.admit.maxKeyLen && e.admit.maxKeyLen >= 0 {
+		e.rejected(rejectBadRequest)
+		e.refuse(env.CallID, keyTooLong(n, e.admit.maxKeyLen))
+		return
+	}
 	if e.inFlight.Add(1) > e.admit.maxInFlight {
 		e.inFlight.Add(-1)
 		e.rejected(rejectInFlight)
@@ -546,6 +558,10 @@ func (e *Endpoint) HandleClose(c *transport.Conn, err error) {
 
 // Idle implements transport.Idler: no call is in flight either way.
 func (e *Endpoint) Idle() bool { return e.inFlight.Load() == 0 && e.calls.len() == 0 }
+
+// UsefulFrames implements transport.UsefulCounter: the requests and
+// replies read, which a peer's cancels do not count among.
+func (e *Endpoint) UsefulFrames() uint64 { return e.useful.Load() }
 
 // EndpointStats are an endpoint's counters.
 type EndpointStats struct {

@@ -146,3 +146,36 @@ func TestTruncatedFrameIsCountedAndLogged(t *testing.T) {
 	assert.Contains(t, logs.String(), "level=INFO")
 	assert.Contains(t, logs.String(), "peer=127.0.0.1:")
 }
+
+// One source address may hold MaxConnectionsPerSource connections: one
+// more is closed before its handshake and counted, the others are still
+// served, and a freed place takes a new one.
+func TestConnectionLimitPerSourceAddress(t *testing.T) {
+	const limit = 3
+	logs, logger := newLogBuffer()
+	l := listen(t, Options{Listener: ListenerOptions{MaxConnectionsPerSource: limit}},
+		func(*Conn) Handler { return &echoHandler{} }, WithLogger(logger))
+	clients := make([]*Conn, limit)
+	replies := make([]*recorder, limit)
+	for i := range clients {
+		replies[i] = newRecorder()
+		clients[i] = dial(t, l, Options{}, replies[i])
+	}
+	_, err := dialBounded(t, l, Options{}, newRecorder())
+	assert.ErrorIs(t, err, ErrHandshakeAborted, "closed before the handshake")
+	require.Eventually(t, func() bool { return l.Stats().RefusedPerSource == 1 }, waitFor, time.Millisecond)
+	assert.Zero(t, l.Stats().RefusedLimit)
+	assert.Contains(t, logs.String(), "this source address holds its limit of connections")
+	for i, c := range clients {
+		msg := fmt.Sprintf("client %d still served", i)
+		require.NoError(t, c.Send(body(msg)))
+		assert.Equal(t, msg, string(replies[i].next(t)))
+	}
+
+	require.NoError(t, clients[0].Close())
+	require.Eventually(t, func() bool { return l.Stats().Open == limit-1 }, waitFor, time.Millisecond)
+	r := newRecorder()
+	c := dial(t, l, Options{}, r)
+	require.NoError(t, c.Send(body("a freed place")))
+	assert.Equal(t, "a freed place", string(r.next(t)))
+}

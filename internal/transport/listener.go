@@ -53,8 +53,11 @@ type ListenerStats struct {
 	Open     int    // connections held now, handshaking ones included
 	Accepted uint64 // connections that passed the handshake and were handed to accept
 
-	RefusedLimit    uint64 // closed on arrival: MaxConnections were open
-	RefusedByAccept uint64 // passed the handshake, refused by the accept function
+	RefusedLimit uint64 // closed on arrival: MaxConnections were open
+	// RefusedPerSource counts connections closed on arrival because their
+	// source address held MaxConnectionsPerSource already.
+	RefusedPerSource uint64
+	RefusedByAccept  uint64 // passed the handshake, refused by the accept function
 
 	// Handshake failures, by reason (see the Err... reasons).
 	HandshakeVersion     uint64
@@ -93,13 +96,16 @@ type Listener struct {
 
 	mu struct {
 		sync.Mutex
-		conns map[*Conn]struct{}
+		conns map[*Conn]string // the source address of each
+		// bySource counts the connections held per source address.
+		bySource map[string]int
 	}
 	counts listenerCounts
 }
 
 type listenerCounts struct {
 	accepted, refusedLimit, refusedByAccept                atomic.Uint64
+	refusedPerSource                                       atomic.Uint64
 	handshake                                              [maxReasonCode + 1]atomic.Uint64 // by reason code
 	frameTooLarge, truncated, readTooSlow, idle, keepalive atomic.Uint64
 }
@@ -151,7 +157,8 @@ func serve(ln net.Listener, opts Options, accept func(*Conn) Handler, o []Option
 		closing:  make(chan struct{}),
 		loopDone: make(chan struct{}),
 	}
-	l.mu.conns = make(map[*Conn]struct{})
+	l.mu.conns = make(map[*Conn]string)
+	l.mu.bySource = make(map[string]int)
 	go l.acceptLoop()
 	return l
 }
@@ -172,6 +179,7 @@ func (l *Listener) Stats() ListenerStats {
 		Open:                 open,
 		Accepted:             c.accepted.Load(),
 		RefusedLimit:         c.refusedLimit.Load(),
+		RefusedPerSource:     c.refusedPerSource.Load(),
 		RefusedByAccept:      c.refusedByAccept.Load(),
 		HandshakeVersion:     hs(ErrVersionMismatch),
 		HandshakeCluster:     hs(ErrClusterMismatch),
@@ -247,24 +255,49 @@ func (l *Listener) acceptLoop() {
 // once when the listener is full.
 func (l *Listener) admit(nc net.Conn) {
 	var c *Conn
+	source := sourceOf(nc.RemoteAddr())
+	perSource := l.opts.Listener.MaxConnectionsPerSource
 	l.mu.Lock()
-	if max := l.opts.Listener.MaxConnections; max < 0 || len(l.mu.conns) < max {
+	full := l.opts.Listener.MaxConnections >= 0 && len(l.mu.conns) >= l.opts.Listener.MaxConnections
+	crowded := !full && perSource >= 0 && l.mu.bySource[source] >= perSource
+	if !full && !crowded {
 		c = newConn(nc, l.opts, nil)
 		c.clock = l.deps.clock
 		c.onDone = l.ended
 		c.started.Store(true) // run closes done
-		l.mu.conns[c] = struct{}{}
+		l.mu.conns[c] = source
+		l.mu.bySource[source]++
 	}
 	l.mu.Unlock()
-	if c == nil {
+	switch {
+	case full:
 		_ = nc.Close()
 		l.log.Log(slog.LevelWarn, "transport: connection refused: connection limit reached",
 			slog.String("peer", nc.RemoteAddr().String()), slog.Int("limit", l.opts.Listener.MaxConnections))
 		l.counts.refusedLimit.Add(1)
 		return
+	case crowded:
+		_ = nc.Close()
+		l.log.Log(slog.LevelWarn, "transport: connection refused: this source address holds its limit of connections",
+			slog.String("peer", nc.RemoteAddr().String()), slog.Int("limit", perSource))
+		l.counts.refusedPerSource.Add(1)
+		return
 	}
 	setNoDelay(nc)
 	go l.run(c)
+}
+
+// sourceOf is the address a connection's source is counted under: its IP
+// (every port of a host counts together), or the whole address when it has
+// none.
+func sourceOf(addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return host
+	}
+	return addr.String()
 }
 
 // run owns a connection from its handshake on; once accepted, it becomes the
@@ -342,8 +375,15 @@ func (l *Listener) ended(c *Conn) {
 
 func (l *Listener) forget(c *Conn) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	source, ok := l.mu.conns[c]
+	if !ok {
+		return
+	}
 	delete(l.mu.conns, c)
-	l.mu.Unlock()
+	if l.mu.bySource[source]--; l.mu.bySource[source] <= 0 {
+		delete(l.mu.bySource, source)
+	}
 }
 
 func setNoDelay(nc net.Conn) {

@@ -22,8 +22,14 @@ const (
 	DefaultMinReadRate      = 1 << 10 // bytes per second
 	DefaultReadRateWindow   = 10 * time.Second
 	DefaultMaxConnections   = 10_000
-	DefaultLogBurst         = 10
-	DefaultLogInterval      = time.Second
+	// DefaultMaxConnectionsPerSource is how many connections one source
+	// address may hold: far more than a client pool opens (a pool of a
+	// few dozen connections per process, a few processes per host), far
+	// fewer than the whole listener's DefaultMaxConnections, so that one
+	// host cannot take every slot.
+	DefaultMaxConnectionsPerSource = 1024
+	DefaultLogBurst                = 10
+	DefaultLogInterval             = time.Second
 )
 
 // Limits that Validate enforces.
@@ -213,6 +219,12 @@ type ListenerOptions struct {
 	// it is accepted, before the handshake, and counted in
 	// ListenerStats.RefusedLimit. Default 10 000; negative means no limit.
 	MaxConnections int
+	// MaxConnectionsPerSource caps the connections one source address
+	// (an IP, whatever the port) holds at once, handshaking ones
+	// included; one more is closed as soon as it is accepted and counted
+	// in ListenerStats.RefusedPerSource. Default
+	// DefaultMaxConnectionsPerSource; negative means no limit.
+	MaxConnectionsPerSource int
 
 	// AcceptRoles lists the peer roles the Listener accepts; a peer of
 	// another role is refused in the handshake with ErrRoleRefused. Nil (the
@@ -256,6 +268,7 @@ func (o *Options) EnsureDefaults() {
 	setDefault(&o.MinReadRate, DefaultMinReadRate)
 	setDefault(&o.ReadRateWindow, DefaultReadRateWindow)
 	setDefault(&o.Listener.MaxConnections, DefaultMaxConnections)
+	setDefault(&o.Listener.MaxConnectionsPerSource, DefaultMaxConnectionsPerSource)
 	setDefault(&o.Listener.LogBurst, DefaultLogBurst)
 	setDefault(&o.Listener.LogInterval, DefaultLogInterval)
 }

@@ -21,9 +21,10 @@ func TestOptionsDefaults(t *testing.T) {
 		MinReadRate:      1024,
 		ReadRateWindow:   10 * time.Second,
 		Listener: ListenerOptions{
-			MaxConnections: 10_000,
-			LogBurst:       10,
-			LogInterval:    time.Second,
+			MaxConnections:          10_000,
+			MaxConnectionsPerSource: 1024,
+			LogBurst:                10,
+			LogInterval:             time.Second,
 		},
 	}, o)
 	assert.NoError(t, o.Validate())

@@ -157,13 +157,27 @@ func (w *watchdog) check(now time.Time) error {
 	}
 
 	if w.idle > 0 {
-		if moved := c.framesRead.Load() + c.queued.Load(); moved != w.lastMoved {
+		read := c.framesRead.Load()
+		if u, ok := c.handler.(UsefulCounter); ok {
+			read = u.UsefulFrames()
+		}
+		if moved := read + c.queued.Load(); moved != w.lastMoved {
 			w.lastMoved, w.movedAt = moved, now
 		} else if quiet := now.Sub(w.movedAt); quiet >= w.idle && handlerIdle(c.handler) {
 			return fmt.Errorf("%w: no frame for %v", ErrIdleTimeout, quiet)
 		}
 	}
 	return nil
+}
+
+// UsefulCounter is implemented by a Handler that tells the frames that
+// carry work (calls and their replies) from the rest (cancels): with
+// ListenerOptions.IdleTimeout set, only those and the frames sent reset
+// the idle time, so that a peer that sends nothing but cancels (or
+// nothing but heartbeats, which are never frames) does not keep its
+// connection for ever. UsefulFrames is called from a timer goroutine.
+type UsefulCounter interface {
+	UsefulFrames() uint64
 }
 
 func handlerIdle(h Handler) bool {

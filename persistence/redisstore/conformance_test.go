@@ -62,7 +62,7 @@ func TestStoreOnClusterClient(t *testing.T) {
 func TestLeastPrivilegeUserConforms(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	_, err := srv.Command("ACL", "SETUSER", "silo", "reset", "on", ">pw", "~granary:*",
-		"+ping", "+hello", "+auth", "+select", "+hmget", "+evalsha", "+eval", "+hget", "+hset", "+del")
+		"+ping", "+hello", "+auth", "+select", "+hmget", "+evalsha", "+eval", "+hget", "+hset", "+del", "+pexpire", "+persist")
 	require.NoError(t, err)
 	storetest.Run(t, func(t *testing.T) persistence.Store {
 		return newStore(t, srv, redisstore.Options{Username: "silo", Password: "pw", DB: 1, KeyPrefix: "granary:" + uniquePrefix()})

@@ -18,16 +18,18 @@ import "github.com/redis/go-redis/v9"
 // Both scripts take the same arguments. KEYS[1] is the state's hash;
 // ARGV[1] is the expected ETag ("" for "nothing stored"), ARGV[2] the ETag
 // the call proposes ("" for a delete), ARGV[3] the data (empty for a
-// delete), and ARGV[4...] the ETags of this store's earlier attempts on the
-// key whose replies were lost (see doubts), which match too. They return
-// {1, ETag} on success and {0, stored ETag} on a conflict.
+// delete), ARGV[4] the state's time to live in milliseconds ("0": none;
+// a delete ignores it), and ARGV[5...] the ETags of this store's earlier
+// attempts on the key whose replies were lost (see doubts), which match
+// too. They return {1, ETag} on success and {0, stored ETag} on a
+// conflict.
 
 // checkPrelude reads the stored ETag into current and sets matches if it
 // is the expected one or one of the store's own lost attempts.
 const checkPrelude = `
 local current = redis.call('HGET', KEYS[1], 'e') or ''
 local matches = current == ARGV[1]
-for i = 4, #ARGV do
+for i = 5, #ARGV do
 	if current == ARGV[i] then matches = true end
 end
 `
@@ -43,6 +45,11 @@ if not matches then
 	return {0, current}
 end
 redis.call('HSET', KEYS[1], 'e', ARGV[2], 'd', ARGV[3])
+if ARGV[4] ~= '0' then
+	redis.call('PEXPIRE', KEYS[1], ARGV[4])
+else
+	redis.call('PERSIST', KEYS[1])
+end
 return {1, ARGV[2]}
 `)
 

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -31,7 +33,7 @@ type Store struct {
 	doubts     doubts
 }
 
-var _ persistence.Store = (*Store)(nil)
+var _ persistence.ExpiringStore = (*Store)(nil)
 
 // New returns a Store that connects to Redis as opts say, filling opts'
 // zero fields with defaults. It reports invalid options and does no I/O:
@@ -192,8 +194,17 @@ func (s *Store) Read(ctx context.Context, key persistence.Key) ([]byte, string, 
 // Write stores data under key if etag is the stored ETag ("" if nothing is
 // stored) and returns the new ETag, or a *persistence.ConflictError.
 func (s *Store) Write(ctx context.Context, key persistence.Key, data []byte, etag string) (string, error) {
+	return s.WriteExpiring(ctx, key, data, etag, 0)
+}
+
+// WriteExpiring is Write for a state that is worthless once ttl has
+// passed: Redis drops the key then (PEXPIRE, in the same script as the
+// write), so that state nobody reads again does not stay for ever. A ttl
+// of 0 keeps the state until it is deleted; a ttl under a millisecond
+// counts as one.
+func (s *Store) WriteExpiring(ctx context.Context, key persistence.Key, data []byte, etag string, ttl time.Duration) (string, error) {
 	newETag := rand.Text()
-	if err := s.checked(ctx, writeScript, "write", key, etag, newETag, data); err != nil {
+	if err := s.checked(ctx, writeScript, "write", key, etag, newETag, data, ttl); err != nil {
 		return "", err
 	}
 	return newETag, nil
@@ -204,20 +215,24 @@ func (s *Store) Write(ctx context.Context, key persistence.Key, data []byte, eta
 // *persistence.ConflictError.
 func (s *Store) Delete(ctx context.Context, key persistence.Key, etag string) error {
 	// "" is what a delete leaves, so it is what a lost one proposed.
-	return s.checked(ctx, deleteScript, "delete", key, etag, "", nil)
+	return s.checked(ctx, deleteScript, "delete", key, etag, "", nil, 0)
 }
 
 // checked runs a check-and-change script (see scripts.go for its
 // arguments) on key, expecting etag and proposing proposed, and keeps the
 // store's doubts up to date with the outcome.
-func (s *Store) checked(ctx context.Context, script *redis.Script, op string, key persistence.Key, etag, proposed string, data []byte) error {
+func (s *Store) checked(ctx context.Context, script *redis.Script, op string, key persistence.Key, etag, proposed string, data []byte, ttl time.Duration) error {
 	what := op + " " + key.String()
 	if err := s.usable(ctx, what); err != nil {
 		return err
 	}
 	alternates := s.doubts.alternates(key, etag)
-	args := make([]any, 0, 3+len(alternates))
-	args = append(args, etag, proposed, data)
+	args := make([]any, 0, 4+len(alternates))
+	ttlMillis := int64(0)
+	if ttl > 0 {
+		ttlMillis = max(ttl.Milliseconds(), 1)
+	}
+	args = append(args, etag, proposed, data, strconv.FormatInt(ttlMillis, 10))
 	for _, a := range alternates {
 		args = append(args, a)
 	}

@@ -296,7 +296,7 @@ func (g *grain[O, P, R]) reconfigureHeld(c *call[O], now time.Time) bool {
 		g.answer(c, nil, err)
 		return false
 	}
-	g.reconfigure(c.options, fresh, now)
+	g.reconfigure(c.options, fresh, now, c.kind == configureCall)
 	return true
 }
 

@@ -79,8 +79,12 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	wireID *pb.GrainId // shared by the replies that carry it, never modified
 	saved  *pb.LimiterState
 
-	options     O
-	configured  bool
+	options    O
+	configured bool
+	// sticky: the options were installed by Configure, or restored from a
+	// stored state, so only the stored state remembers them; options that
+	// came with acquisitions come again with the next one.
+	sticky      bool
 	core        core
 	releaser    releaser    // nil for the time-based algorithms
 	replenisher replenisher // nil for the concurrency limiter
@@ -146,7 +150,7 @@ func (g *grain[O, P, R]) start(act runtime) {
 // rejected lease for acquisitions, actor.ErrDeactivated for changes. (The
 // runtime answers held replies itself before it calls OnDeactivate; then
 // these answers go nowhere.)
-func (g *grain[O, P, R]) OnDeactivate(context.Context, *actor.Context) error {
+func (g *grain[O, P, R]) OnDeactivate(ctx context.Context, _ *actor.Context) error {
 	now := g.act.Now()
 	held := g.held
 	g.held, g.heldPermits = nil, 0
@@ -163,7 +167,24 @@ func (g *grain[O, P, R]) OnDeactivate(context.Context, *actor.Context) error {
 			g.answer(c, nil, actor.ErrDeactivated)
 		}
 	}
+	if len(held) == 0 && g.atRest(now) && !g.sticky {
+		// A fresh activation would start where this one stands: the stored
+		// state is worth nothing, so it goes rather than stays for ever.
+		// When the delete fails the final flush writes it instead.
+		_ = g.act.ClearState(ctx)
+	}
 	return nil
+}
+
+// atRest reports whether the limiter is where a fresh one starts: every
+// permit free (bucket full, window passed, no lease held) and nothing
+// waiting.
+func (g *grain[O, P, R]) atRest(now time.Time) bool {
+	if g.core == nil || !g.idle() || len(g.leases) > 0 {
+		return false
+	}
+	_, idle := g.core.IdleDuration(now)
+	return idle
 }
 
 // install makes c, built for o, the grain's limiter: quota, counters and
@@ -190,8 +211,20 @@ func (g *grain[O, P, R]) install(o O, c core, now time.Time) {
 		g.leases = make(map[uint64]heldLease)
 		g.ttl = g.alg.ttl(o)
 	}
+	// Past its refill time a stored time-based state says nothing a fresh
+	// limiter would not (the restore rules give it back in full); the
+	// margin covers clocks that differ between silos.
+	if refill := g.alg.refill(o); refill > 0 {
+		g.act.SetStateTTL(refill + stateTTLMargin)
+	} else {
+		g.act.SetStateTTL(0)
+	}
 	g.rearm(now)
 }
+
+// stateTTLMargin is added to a limiter's refill time in its stored state's
+// time to live.
+const stateTTLMargin = time.Minute
 
 // onCompleted is the core's completion handler. The core calls it from
 // inside its own methods, which must not be re-entered, so the waiter is
@@ -232,7 +265,7 @@ func (g *grain[O, P, R]) AcquireAndCheckConfiguration(ctx context.Context, in R)
 		return nil, err
 	}
 	if g.idle() {
-		g.reconfigure(o, trial, now)
+		g.reconfigure(o, trial, now, false)
 		return g.acquireNow(in.GetPermits(), in.GetRefundable())
 	}
 	// Behind an earlier change, the options are compared again when the
@@ -283,7 +316,7 @@ func (g *grain[O, P, R]) TryAcquire(ctx context.Context, in R) (*pb.LeaseMetadat
 			g.counters.rejected.Add(1)
 			return &pb.LeaseMetadata{ReleaseOptional: true}, nil
 		}
-		g.reconfigure(o, trial, now)
+		g.reconfigure(o, trial, now, false)
 	}
 	lease, err := g.core.AttemptAcquire(now, permits)
 	if err != nil {
@@ -404,7 +437,7 @@ func (g *grain[O, P, R]) Configure(ctx context.Context, in P) (*pb.ConfigureRepl
 		return nil, err
 	}
 	if g.idle() {
-		g.reconfigure(o, trial, now)
+		g.reconfigure(o, trial, now, true)
 		return &pb.ConfigureReply{}, nil
 	}
 	g.hold(&call[O]{kind: configureCall, options: o})
@@ -487,9 +520,12 @@ func argumentError(err error) error {
 }
 
 // reconfigure installs a limiter for o and stores the new state at once.
-func (g *grain[O, P, R]) reconfigure(o O, c core, now time.Time) {
+// sticky says whether the options came from Configure rather than with
+// an acquisition.
+func (g *grain[O, P, R]) reconfigure(o O, c core, now time.Time, sticky bool) {
 	g.install(o, c, now)
 	g.configured = true
+	g.sticky = sticky
 	g.writeState()
 }
 
@@ -517,7 +553,7 @@ func (g *grain[O, P, R]) deleteState(now time.Time) error {
 		panic(err)
 	}
 	g.install(g.defaults, c, now)
-	g.configured = false
+	g.configured, g.sticky = false, false
 	return nil
 }
 
@@ -543,6 +579,11 @@ func (g *grain[O, P, R]) rearm(now time.Time) {
 		if g.tick != nil {
 			g.tick.Stop()
 			g.tick = nil
+		}
+		// No tick due: a limiter at rest stays so until the next call,
+		// which the host's collector need not wait for.
+		if g.atRest(now) {
+			g.act.CollectSoon()
 		}
 		return
 	}

@@ -1,6 +1,7 @@
 package limitgrain
 
 import (
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -22,6 +23,10 @@ type algorithm[O comparable, P proto.Message] struct {
 	// ttl is a concurrency lease's time to live under o (0 for the
 	// time-based algorithms, which keep no leases).
 	ttl func(O) time.Duration
+	// refill is how long a limiter under o takes to come back in full
+	// from empty by itself (0: never, or too long to say: replenishment
+	// is manual, or the algorithm keeps leases rather than a quota).
+	refill func(O) time.Duration
 	// restored applies the algorithm's restore rule to a snapshot taken at
 	// updatedAt, for a limiter with options o activated at now.
 	restored func(o O, saved limiter.State, updatedAt, now time.Time) limiter.State
@@ -44,6 +49,7 @@ var concurrency = &algorithm[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions]
 	},
 	limit:    func(o limiter.ConcurrencyOptions) int64 { return o.PermitLimit },
 	ttl:      limiter.ConcurrencyOptions.TTL,
+	refill:   func(limiter.ConcurrencyOptions) time.Duration { return 0 },
 	restored: restoreConcurrency,
 }
 
@@ -55,6 +61,7 @@ var fixedWindow = &algorithm[limiter.FixedWindowOptions, *pb.FixedWindowOptions]
 		return asCore(limiter.NewFixedWindow(o, now))
 	},
 	limit:    func(o limiter.FixedWindowOptions) int64 { return o.PermitLimit },
+	refill:   func(o limiter.FixedWindowOptions) time.Duration { return windowRefill(o.Window, o.ManualReplenishment) },
 	restored: restoreFixedWindow,
 }
 
@@ -65,7 +72,10 @@ var slidingWindow = &algorithm[limiter.SlidingWindowOptions, *pb.SlidingWindowOp
 	newCore: func(o limiter.SlidingWindowOptions, now time.Time) (core, error) {
 		return asCore(limiter.NewSlidingWindow(o, now))
 	},
-	limit:    func(o limiter.SlidingWindowOptions) int64 { return o.PermitLimit },
+	limit: func(o limiter.SlidingWindowOptions) int64 { return o.PermitLimit },
+	refill: func(o limiter.SlidingWindowOptions) time.Duration {
+		return windowRefill(o.Window, o.ManualReplenishment)
+	},
 	restored: restoreSlidingWindow,
 }
 
@@ -77,7 +87,30 @@ var tokenBucket = &algorithm[limiter.TokenBucketOptions, *pb.TokenBucketOptions]
 		return asCore(limiter.NewTokenBucket(o, now))
 	},
 	limit:    func(o limiter.TokenBucketOptions) int64 { return o.TokenLimit },
+	refill:   tokenBucketRefill,
 	restored: restoreTokenBucket,
+}
+
+// windowRefill is a window's refill time: one window, under automatic
+// replenishment.
+func windowRefill(window time.Duration, manual bool) time.Duration {
+	if manual {
+		return 0
+	}
+	return window
+}
+
+// tokenBucketRefill is the time the periods that fill an empty bucket
+// take, under automatic replenishment; 0 when it would overflow.
+func tokenBucketRefill(o limiter.TokenBucketOptions) time.Duration {
+	if o.ManualReplenishment || o.TokensPerPeriod <= 0 || o.ReplenishmentPeriod <= 0 {
+		return 0
+	}
+	periods := o.TokenLimit/o.TokensPerPeriod + 1
+	if periods > math.MaxInt64/int64(o.ReplenishmentPeriod) {
+		return 0
+	}
+	return time.Duration(periods) * o.ReplenishmentPeriod
 }
 
 // Defaults are the options of grains that were never configured, one per

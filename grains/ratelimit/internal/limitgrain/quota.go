@@ -90,12 +90,13 @@ var exactReply = &pb.QuotaReply{Exact: true}
 // LeaseQuota hands the holder a slice of the current interval: its fair
 // share of the free permits, charged to the algorithm as one grant. The
 // holder's bound options, when it sends them, are installed first when
-// they differ, as AcquireAndCheckConfiguration does. The state is stored
+// they differ, as AcquireAndCheckConfiguration does, and need the same
+// right of the caller to change them. The state is stored
 // before the answer, so that an activation after a crash or a move counts
 // the slice; when the store fails, the slice is refunded and the holder
 // told to acquire per call. While acquisitions wait, nothing changes and
 // the holder is told to acquire per call.
-func (g *grain[O, P, R]) LeaseQuota(_ context.Context, in *pb.QuotaRequest) (*pb.QuotaReply, error) {
+func (g *grain[O, P, R]) LeaseQuota(ctx context.Context, in *pb.QuotaRequest) (*pb.QuotaReply, error) {
 	if !g.idle() {
 		return exactReply, nil
 	}
@@ -107,11 +108,14 @@ func (g *grain[O, P, R]) LeaseQuota(_ context.Context, in *pb.QuotaRequest) (*pb
 			return nil, errNoOptions
 		}
 		if o != g.options {
+			if err := mayChangeOptions(ctx); err != nil {
+				return nil, err
+			}
 			trial, err := g.trial(o, 0, now)
 			if err != nil {
 				return nil, err
 			}
-			g.reconfigure(o, trial, now)
+			g.reconfigure(o, trial, now, false)
 		}
 	}
 	iv, ok := g.core.(intervaler)

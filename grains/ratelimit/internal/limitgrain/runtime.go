@@ -19,6 +19,8 @@ type runtime interface {
 	MarkDirty()
 	WriteState(ctx context.Context) error
 	ClearState(ctx context.Context) error
+	CollectSoon()
+	SetStateTTL(d time.Duration)
 	Defer() (deferred, error)
 	AfterFunc(d time.Duration, fn func()) timer
 }

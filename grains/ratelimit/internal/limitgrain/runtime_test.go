@@ -36,7 +36,12 @@ type fakeRuntime struct {
 	timers         []*fakeTimer
 	timersArmed    int
 	deferred       []*fakeDeferred
+	collectSoon    int           // CollectSoon calls
+	stateTTL       time.Duration // the latest SetStateTTL
 }
+
+func (f *fakeRuntime) CollectSoon()                { f.collectSoon++ }
+func (f *fakeRuntime) SetStateTTL(d time.Duration) { f.stateTTL = d }
 
 func newRuntime(t *testing.T, grainType string) *fakeRuntime {
 	return &fakeRuntime{t: t, id: actor.GrainID{Type: grainType, Key: "k"}, now: epoch, budget: time.Second}

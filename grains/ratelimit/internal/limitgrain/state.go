@@ -96,6 +96,9 @@ func (g *grain[O, P, R]) restore(now time.Time) {
 	}
 	g.install(o, c, now)
 	g.configured = configured
+	// Stored options may have come from Configure, which only the stored
+	// state remembers.
+	g.sticky = configured
 	if s == nil {
 		return
 	}
