@@ -22,6 +22,7 @@ const (
 	CallerSilo CallerKind = 2
 )
 
+// String returns the kind as logs and errors name it: client or silo.
 func (k CallerKind) String() string {
 	switch k {
 	case CallerClient:
@@ -48,6 +49,8 @@ const (
 	CredentialCertificate Credential = 2
 )
 
+// String returns the credential as logs and errors name it: none,
+// token or certificate.
 func (c Credential) String() string {
 	switch c {
 	case CredentialNone:
