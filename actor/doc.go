@@ -23,6 +23,21 @@
 // that is cancelled when the caller gives up; a request still queued when
 // that happens is dropped without running.
 //
+// # Who is calling, and call metadata
+//
+// IdentityOf tells a method (or an incoming filter, which gets the same
+// context) who made the call: a client, named after the token or
+// certificate its connection proved, with the Rights of that credential;
+// or a silo, for calls between grains. It comes from the handshake of the
+// connection the call came on, never from anything the caller wrote in
+// the call, and a call relayed from silo to silo keeps it.
+//
+// Metadata are string pairs a caller attaches with WithMetadata (a tenant,
+// an end user, trace context), bounded by MaxMetadataEntries and
+// MaxMetadataBytes, read with MetadataOf. They cross gateways and relays;
+// they are not passed on to the calls a method makes unless it says so.
+// A call that carries none costs what it did before they existed.
+//
 // # Lifecycle
 //
 // The first turn of an activation loads stored state (Stateful) and runs

@@ -10,12 +10,17 @@ import (
 // Algorithm names what a measured system limits with.
 type Algorithm string
 
-// The four algorithms of the matrix, and the names peers report.
+// The algorithms of the matrix, and the names peers report.
 const (
 	Concurrency   Algorithm = "concurrency"
 	FixedWindow   Algorithm = "fixed"
 	SlidingWindow Algorithm = "sliding"
 	TokenBucket   Algorithm = "token"
+	// FixedWindowLeased is the fixed window through leased quota
+	// (ratelimit's Holder.Leased): holders answer from slices of the
+	// window with no call, and ask the grain for slices a few times a
+	// second. Only granary measures it.
+	FixedWindowLeased Algorithm = "fixed-leased"
 	// NoAlgorithm is the algorithm of peers that limit nothing: the
 	// transport echo and protoactor-go's bare grain.
 	NoAlgorithm Algorithm = "none"
@@ -25,7 +30,7 @@ const (
 )
 
 // Algorithms lists the algorithms of the matrix in report order.
-var Algorithms = []Algorithm{Concurrency, FixedWindow, SlidingWindow, TokenBucket}
+var Algorithms = []Algorithm{Concurrency, FixedWindow, SlidingWindow, TokenBucket, FixedWindowLeased}
 
 // TimeBased reports whether a's leases are release-optional: everything
 // but the concurrency limiter.
@@ -61,6 +66,10 @@ const (
 	Window = time.Hour
 	// SlidingSegments is the sliding window's segment count.
 	SlidingSegments = 4
+	// LeasedQuota is the leased fixed window's limit, which replenishes
+	// automatically (leasing needs it) every Window: local answers are
+	// fast enough to use up Quota within a run.
+	LeasedQuota = 1 << 40
 )
 
 // Workers returns how many goroutines run the scenario's operations.

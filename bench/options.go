@@ -26,7 +26,7 @@ const (
 
 // Options are what a run measures and how much.
 type Options struct {
-	// Algorithms selects the algorithms of the matrix. Default: all four.
+	// Algorithms selects the algorithms of the matrix. Default: all of them.
 	Algorithms []Algorithm
 	// Scenarios selects the scenarios. Default: all four.
 	Scenarios []Scenario

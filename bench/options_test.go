@@ -50,18 +50,18 @@ func TestValidateRefusesMoreAcquisitionsThanTheQuota(t *testing.T) {
 	assert.Contains(t, err.Error(), "quota")
 }
 
-func TestMatrixHasThirtyCasesAndAbandonedIsTimeBasedOnly(t *testing.T) {
+func TestMatrixHasThirtyEightCasesAndAbandonedIsTimeBasedOnly(t *testing.T) {
 	var o bench.Options
 	o.EnsureDefaults()
 	cases := o.Matrix().Cases()
-	assert.Len(t, cases, (4*3+3)*2)
+	assert.Len(t, cases, (5*3+4)*2)
 	for _, c := range cases {
 		if c.Scenario == bench.Abandoned {
 			assert.True(t, c.Algorithm.TimeBased(), c.String())
 		}
 	}
 	assert.Equal(t, "concurrency/sequential/background", cases[0].String())
-	assert.Equal(t, "token/abandoned/cancellable", cases[len(cases)-1].String())
+	assert.Equal(t, "fixed-leased/abandoned/cancellable", cases[len(cases)-1].String())
 }
 
 func TestPeerCasesKeepTheSelectedScenariosAndOverloads(t *testing.T) {

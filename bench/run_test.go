@@ -121,9 +121,9 @@ func TestProgressNamesEveryRepetition(t *testing.T) {
 	var progress bytes.Buffer
 	bench.Run(t.Context(), o, []bench.System{newFake(bench.Granary)}, nil, &progress)
 	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
-	require.Len(t, lines, 3*o.Repetitions, "three time-based algorithms")
-	assert.Contains(t, lines[0], "bench: [1/3] granary fixed/abandoned/background: repetition 1/3: ")
-	assert.Contains(t, lines[8], "bench: [3/3] granary token/abandoned/background: repetition 3/3: ")
+	require.Len(t, lines, 4*o.Repetitions, "four time-based algorithms")
+	assert.Contains(t, lines[0], "bench: [1/4] granary fixed/abandoned/background: repetition 1/3: ")
+	assert.Contains(t, lines[11], "bench: [4/4] granary fixed-leased/abandoned/background: repetition 3/3: ")
 }
 
 // fakeSource hands back a report as a process of its own would.

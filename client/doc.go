@@ -17,5 +17,7 @@
 // call that was in flight on a connection that dropped fails with
 // proxy.ErrUnavailable and is never repeated, since the grain may have run
 // it; a call that could not even be sent is sent again on the new
-// connection.
+// connection. A call that dials does so within its own response timeout
+// (and within DialTimeout per gateway), and is sent with the time that
+// remains; calls that wait for another call's dial wait within theirs.
 package client

@@ -33,7 +33,8 @@ type Options struct {
 	// ResponseTimeout is the default response timeout of calls. Bounded
 	// methods get 80% of it as their budget. Default 30 s.
 	ResponseTimeout time.Duration
-	// DialTimeout bounds each connection attempt. Default 5 s.
+	// DialTimeout bounds each connection attempt. Default 5 s. A call
+	// that has to connect first is bounded by its response timeout too.
 	DialTimeout time.Duration
 	// MaxFrameSize bounds one message on the wire, in bytes. Default 4 MiB.
 	MaxFrameSize int
@@ -51,7 +52,9 @@ type Options struct {
 	Token *Token
 	// TLS, when set, runs connections over TLS with this client
 	// configuration (with Certificates, for gateways that ask for mutual
-	// TLS).
+	// TLS). A certificate the gateway verifies is a client credential:
+	// grains see the client named after it (actor.IdentityOf), with the
+	// rights silo.Security.ClientCertificates grants the name.
 	TLS *tls.Config
 }
 

@@ -10,6 +10,12 @@
 // or the context ends; Stop leaves gracefully; Kill dies as a crash would,
 // for tests.
 //
+// Seeds may be DNS names: host:port for a name's A and AAAA records, or
+// SRVSeedPrefix and an SRV name (a Kubernetes headless Service's). Names
+// are resolved again at every round of dialling, while joining and every
+// Timings.RejoinInterval after, so a silo whose seeds all restarted at new
+// addresses finds them; WithResolver chooses the DNS server.
+//
 // A silo announces, in memberlist's node metadata: its id (the node name),
 // its generation (start time, so a restart under the same id is a new
 // incarnation), its silo-to-silo transport address, its gateway address or

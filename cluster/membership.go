@@ -44,6 +44,7 @@ type Membership struct {
 	clock clock.Clock
 	pub   *publisher
 	meta  atomic.Pointer[[]byte] // what NodeMeta hands memberlist
+	seeds seedResolver
 
 	probes *probes // health.go
 	prober *prober
@@ -70,13 +71,14 @@ type Membership struct {
 		leaveSeen    chan struct{}       // closed when leaveAwaited empties
 		rejoin       *rejoinTargets
 		dialling     map[string]bool // rejoin dials in flight, by address
+		selfSeeds    map[string]bool // seed addresses found to be this silo
 	}
 }
 
 // New returns a Membership for opts; it does no I/O. It applies
 // EnsureDefaults and returns Validate's errors.
 func New(opts Options, optFns ...Option) (*Membership, error) {
-	d := deps{log: slog.Default(), clock: clock.Real{}}
+	d := deps{log: slog.Default(), clock: clock.Real{}, resolver: net.DefaultResolver}
 	for _, fn := range optFns {
 		fn(&d)
 	}
@@ -94,7 +96,9 @@ func New(opts Options, optFns ...Option) (*Membership, error) {
 		log:   d.log.With("silo", opts.SiloID),
 		clock: d.clock,
 		quit:  make(chan struct{}),
+		seeds: seedResolver{seeds: opts.Seeds, resolver: d.resolver},
 	}
+	m.mu.selfSeeds = map[string]bool{}
 	m.mu.view = newView(m.log)
 	m.mu.subs = map[*Subscription]struct{}{}
 	m.mu.rejoin = newRejoinTargets(nil, opts.Timings.RejoinWindow)
@@ -164,77 +168,109 @@ func (m *Membership) Start(ctx context.Context) error {
 	m.prober.start(ml)
 	m.log.Info("cluster: membership started", "gossip", gossip, "generation", m.opts.Generation, "cluster", m.opts.ClusterID)
 
-	seeds, err := m.join(ctx, ml, gossip)
-	if err != nil {
+	if err := m.join(ctx, ml); err != nil {
 		if !errors.Is(err, ErrStopped) { // Stop and Kill shut down themselves
 			m.shutdown(ctx, false)
 		}
 		return err
 	}
-	m.mu.Lock()
-	m.mu.rejoin.seeds = seeds
-	m.mu.Unlock()
 	m.rejoins.Add(1)
 	go m.rejoinLoop(ml)
 	return nil
 }
 
-// join dials the seeds until one that is not this silo answers, and
-// returns the seeds that are not this silo.
-func (m *Membership) join(ctx context.Context, ml *memberlist.Memberlist, self string) ([]string, error) {
-	var seeds []string
-	for _, s := range m.opts.Seeds {
-		if c := canonicalAddress(s); c != canonicalAddress(self) && c != canonicalAddress(m.opts.BindAddress) && !slices.Contains(seeds, s) {
-			seeds = append(seeds, s)
-		}
-	}
+// join dials the seeds until one that is not this silo answers. Each
+// round resolves the seeds again: a name that resolves to nothing yet is
+// a seed that does not answer yet.
+func (m *Membership) join(ctx context.Context, ml *memberlist.Memberlist) error {
 	for attempt := 1; ; attempt++ {
-		if len(seeds) == 0 {
-			m.log.Info("cluster: no seed but this silo: starting a new cluster")
-			return nil, nil
+		seeds, self, res := m.otherSeeds(ctx)
+		if attempt == 1 && len(self) > 0 {
+			m.log.Info("cluster: seed is this silo; skipping it", "seed", self)
 		}
-		answered, err := 0, error(nil)
-		for _, s := range slices.Clone(seeds) {
+		if len(seeds) == 0 && len(res.unresolved) == 0 {
+			m.log.Info("cluster: no seed but this silo: starting a new cluster")
+			return nil
+		}
+		answered, skipped, err := 0, 0, res.err
+		for _, s := range seeds {
 			n, joinErr := ml.Join([]string{s})
 			switch {
 			case n == 0:
 				err = joinErr
 			case ml.NumMembers() == 1:
 				// Only this silo answers for itself without bringing
-				// another member along: a seed given by a name of ours.
+				// another member along: a seed at an address of ours.
 				m.log.Info("cluster: seed is this silo; skipping it", "seed", s)
-				seeds = deleteAll(seeds, s)
+				m.mu.Lock()
+				m.mu.selfSeeds[canonicalAddress(s)] = true
+				m.mu.Unlock()
+				skipped++
 			default:
 				answered++
 			}
 		}
 		if answered > 0 {
 			m.log.Info("cluster: joined", "seeds", seeds, "answered", answered, "attempts", attempt)
-			return seeds, nil
+			return nil
 		}
-		if len(seeds) > 0 && m.opts.Bootstrap {
-			m.log.Warn("cluster: no seed answered; starting a new cluster, as Bootstrap asks", "seeds", seeds, "err", err)
-			return seeds, nil
+		if skipped == len(seeds) && len(res.unresolved) == 0 {
+			continue // every seed was this silo: the next round starts the cluster
 		}
-		if len(seeds) == 0 {
-			continue // every seed was this silo: it starts the cluster
+		if m.opts.Bootstrap {
+			m.log.Warn("cluster: no seed answered; starting a new cluster, as Bootstrap asks", "seeds", m.opts.Seeds, "err", err)
+			return nil
 		}
 		if attempt == 1 {
-			m.log.Info("cluster: waiting for a seed to answer; a silo that names other seeds never starts a cluster alone", "seeds", seeds, "retry", m.opts.Timings.JoinRetryInterval)
+			m.log.Info("cluster: waiting for a seed to answer; a silo that names other seeds never starts a cluster alone", "seeds", m.opts.Seeds, "unresolved", res.unresolved, "retry", m.opts.Timings.JoinRetryInterval)
 		}
-		m.log.Debug("cluster: no seed answered", "seeds", seeds, "attempt", attempt, "err", err)
+		m.log.Debug("cluster: no seed answered", "seeds", seeds, "unresolved", res.unresolved, "attempt", attempt, "err", err)
 		wait := make(chan struct{})
 		timer := m.clock.AfterFunc(m.opts.Timings.JoinRetryInterval, func() { close(wait) })
 		select {
 		case <-wait:
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, fmt.Errorf("%w: no seed of %v answered in %d attempts: %w (last: %v)", ErrJoin, seeds, attempt, ctx.Err(), err)
+			return fmt.Errorf("%w: no seed of %v answered in %d attempts: %w (last: %v)", ErrJoin, m.opts.Seeds, attempt, ctx.Err(), err)
 		case <-m.quit:
 			timer.Stop()
-			return nil, ErrStopped
+			return ErrStopped
 		}
 	}
+}
+
+// otherSeeds resolves the seeds, within Timings.TCPTimeout and until Stop
+// or Kill, and returns the addresses of the hosts that are not this silo
+// (a host with one address of ours is this silo under another name), the
+// seeds' addresses of this silo, and the resolution.
+func (m *Membership) otherSeeds(ctx context.Context) (others, self []string, res resolvedSeeds) {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.Timings.TCPTimeout)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-m.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	res = m.seeds.resolve(ctx)
+	cancel()
+	<-watched
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ours := func(a string) bool {
+		c := canonicalAddress(a)
+		return c == canonicalAddress(m.mu.gossip) || c == canonicalAddress(m.opts.BindAddress) || m.mu.selfSeeds[c]
+	}
+	for _, host := range res.hosts {
+		if slices.ContainsFunc(host, ours) {
+			self = append(self, host...)
+		} else {
+			others = append(others, host...)
+		}
+	}
+	return others, self, res
 }
 
 // rejoinLoop dials, every Timings.RejoinInterval, what rejoinTargets says
@@ -251,7 +287,9 @@ func (m *Membership) rejoinLoop(ml *memberlist.Memberlist) {
 			timer.Stop()
 			return
 		}
+		seeds, _, _ := m.otherSeeds(context.Background())
 		m.mu.Lock()
+		m.mu.rejoin.seeds = seeds
 		alive := make([]string, 0, len(m.mu.view.members))
 		for _, member := range m.mu.view.members {
 			alive = append(alive, member.GossipAddress)

@@ -65,13 +65,18 @@ type Options struct {
 	// differs from BindAddress (NAT, or binding 0.0.0.0). Default: derived by
 	// memberlist from BindAddress.
 	AdvertiseAddress string
-	// Seeds are gossip addresses (host:port) of silos to join. Give every
-	// silo the same list, itself included: a seed that is this silo is
-	// skipped, and Start waits until another seed answers, so a silo that
-	// restarts rejoins its cluster instead of forming one of its own. Only
-	// a silo whose seeds are all itself (or none) starts a new cluster; see
-	// Bootstrap for the exception. Once joined, the silo keeps dialling
-	// the seeds no live member gossips at, every Timings.RejoinInterval.
+	// Seeds are gossip addresses of silos to join: host:port, where the
+	// host is an IP or a DNS name (all its A and AAAA records), or
+	// SRVSeedPrefix and an SRV name. Names are resolved again at every
+	// round of dialling, so a seed follows its DNS answers while the silo
+	// runs. Give every silo the same list, itself included: a seed that is
+	// this silo is skipped, and Start waits until another seed answers
+	// (a name that resolves to nothing yet counts as one that does not
+	// answer), so a silo that restarts rejoins its cluster instead of
+	// forming one of its own. Only a silo whose seeds all resolve to
+	// itself (or none) starts a new cluster; see Bootstrap for the
+	// exception. Once joined, the silo keeps dialling the seeds' addresses
+	// no live member gossips at, every Timings.RejoinInterval.
 	Seeds []string
 	// Bootstrap lets Start form a new cluster when no other seed answers
 	// its first round of dialling, instead of waiting for one: the way to
@@ -298,7 +303,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	for i, s := range o.Seeds {
-		if err := checkAddress(s, 1); err != nil {
+		if err := checkSeed(s); err != nil {
 			bad("Seeds[%d]: %v", i, err)
 		}
 	}
@@ -402,8 +407,9 @@ func maxMetaSize(o *Options) int {
 type Option func(*deps)
 
 type deps struct {
-	log   *slog.Logger
-	clock clock.Clock
+	log      *slog.Logger
+	clock    clock.Clock
+	resolver *net.Resolver
 }
 
 // WithLogger sets the logger for membership events and for memberlist's own
@@ -414,3 +420,8 @@ func WithLogger(l *slog.Logger) Option { return func(d *deps) { d.log = l } }
 // WithClock sets the clock for the default generation and for rate-limiting
 // load publications; memberlist keeps its own timers. Default clock.Real.
 func WithClock(c clock.Clock) Option { return func(d *deps) { d.clock = c } }
+
+// WithResolver sets the resolver of the seeds given by name (a resolver
+// with its own Dial asks a DNS server of your choice). Default
+// net.DefaultResolver.
+func WithResolver(r *net.Resolver) Option { return func(d *deps) { d.resolver = r } }

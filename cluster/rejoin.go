@@ -19,7 +19,7 @@ const maxRejoinFailed = 64
 // guards it.
 type rejoinTargets struct {
 	window time.Duration
-	seeds  []string // the seeds that are not this silo
+	seeds  []string // the seeds' addresses that are not this silo, resolved each round
 	failed map[string]failedMember
 }
 
@@ -91,23 +91,12 @@ func (r *rejoinTargets) due(now time.Time, alive []string) []string {
 	return out
 }
 
-// canonicalAddress spells an IP:port one way; names stay as they are, so
-// a seed given by name is dialled each round (it cannot be matched with a
-// member's address).
+// canonicalAddress spells an IP:port one way; anything else stays as it
+// is (the seeds reach here resolved).
 func canonicalAddress(a string) string {
 	ap, err := netip.ParseAddrPort(a)
 	if err != nil {
 		return a
 	}
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
-}
-
-func deleteAll(list []string, v string) []string {
-	out := list[:0:0]
-	for _, s := range list {
-		if s != v {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -296,17 +296,26 @@ func TestSiloContainerPortsAreItsFlagsPorts(t *testing.T) {
 }
 
 // The seeds are every pod's stable DNS name under the StatefulSet's
-// headless Service, the silo's own included, at the gossip port; the
-// Service lists pods before they are ready, since a silo is found by the
-// others while it joins.
+// headless Service, the silo's own included, at the gossip port, and
+// may add the Service's SRV name for the gossip port; the Service lists
+// pods before they are ready, since a silo is found by the others while
+// it joins.
 func TestSiloSeedsAreEveryPodOfTheStatefulSet(t *testing.T) {
-	c, w, _, s := settingsOfTheSilo(t)
+	c, w, ctr, s := settingsOfTheSilo(t)
 	_, gossip, ok := hostPort(s.value["gossip"])
 	require.True(t, ok, "-gossip %q", s.value["gossip"])
 	require.Contains(t, s.set, "seeds", "the manifest gives the seeds")
+	i := slices.IndexFunc(c.services, func(svc *corev1.Service) bool { return svc.Name == w.serviceName })
+	require.GreaterOrEqual(t, i, 0, "the StatefulSet's Service %s is in the manifests", w.serviceName)
+	svc := c.services[i]
 	var ordinals []int
 	for _, seed := range strings.Split(s.value["seeds"], ",") {
-		host, port, ok := hostPort(strings.TrimSpace(seed))
+		seed = strings.TrimSpace(seed)
+		if name, ok := strings.CutPrefix(seed, srvSeedPrefix); ok {
+			checkSRVSeed(t, seed, name, svc, ctr, gossip)
+			continue
+		}
+		host, port, ok := hostPort(seed)
 		require.True(t, ok, "seed %q is host:port", seed)
 		assert.Equal(t, gossip, port, "seed %q is at the gossip port", seed)
 		pod, domain, _ := strings.Cut(host, ".")
@@ -322,12 +331,33 @@ func TestSiloSeedsAreEveryPodOfTheStatefulSet(t *testing.T) {
 	}
 	assert.ElementsMatch(t, want, ordinals, "one seed for each of the %d pods", w.replicas)
 
-	i := slices.IndexFunc(c.services, func(svc *corev1.Service) bool { return svc.Name == w.serviceName })
-	require.GreaterOrEqual(t, i, 0, "the StatefulSet's Service %s is in the manifests", w.serviceName)
-	svc := c.services[i]
 	assert.Equal(t, corev1.ClusterIPNone, svc.Spec.ClusterIP, "%s is headless: one DNS name per pod", svc.Name)
 	assert.True(t, svc.Spec.PublishNotReadyAddresses, "%s lists pods that are not ready yet", svc.Name)
 	assert.True(t, selects(t, svc.Spec.Selector, w), "%s selects the silos", svc.Name)
+}
+
+// srvSeedPrefix is the cluster package's SRVSeedPrefix; the module does
+// not import the framework's.
+const srvSeedPrefix = "dnssrv+"
+
+// checkSRVSeed checks an SRV seed: the name Kubernetes gives the records
+// of a named port of the headless Service (_port._protocol.service),
+// whose target is the container's gossip port.
+func checkSRVSeed(t *testing.T, seed, name string, svc *corev1.Service, ctr corev1.Container, gossip int32) {
+	t.Helper()
+	labels := strings.SplitN(name, ".", 4)
+	require.GreaterOrEqual(t, len(labels), 3, "seed %q is %s_port._protocol.service", seed, srvSeedPrefix)
+	portName, okPort := strings.CutPrefix(labels[0], "_")
+	protocol, okProtocol := strings.CutPrefix(labels[1], "_")
+	require.True(t, okPort && okProtocol, "seed %q is %s_port._protocol.service", seed, srvSeedPrefix)
+	assert.Equal(t, svc.Name, labels[2], "seed %q names the headless Service", seed)
+	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
+		return p.Name == portName && strings.EqualFold(string(orTCP(p.Protocol)), protocol)
+	})
+	require.GreaterOrEqual(t, i, 0, "seed %q names a port of %s, with its protocol", seed, svc.Name)
+	target, ok := containerPort(ctr, svc.Spec.Ports[i].TargetPort.StrVal, svc.Spec.Ports[i].TargetPort.IntVal)
+	require.True(t, ok, "the port of seed %q targets a container port", seed)
+	assert.Equal(t, gossip, target.ContainerPort, "seed %q gives the gossip port", seed)
 }
 
 // The probes ask the HTTP port: readiness a path that answers 200 while

@@ -402,3 +402,33 @@ func BenchmarkForwardedToEchoRatio(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSiloCallerGrainCall measures a call made in the silo's process
+// through its own caller (as a grain calls another on the same silo):
+// no connection, the request and reply still copied through their
+// encoding.
+func BenchmarkSiloCallerGrainCall(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		workers int
+		keys    int
+	}{{"sequential", 1, 1}, {"partitioned-16", 16, 16}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, _ := benchSilo(b, nil)
+			refs := make([]testgrain.CounterRef, tc.workers)
+			for w := range refs {
+				refs[w] = testgrain.NewCounterRef(s.Caller(), fmt.Sprint("key-", w%tc.keys))
+			}
+			ctx, in := context.Background(), &testgrain.AddRequest{Delta: 1}
+			for _, r := range refs {
+				if _, err := r.Add(ctx, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runWorkers(b, len(refs), func(w int) error {
+				_, err := refs[w].Add(ctx, in)
+				return err
+			})
+		})
+	}
+}

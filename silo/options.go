@@ -93,6 +93,12 @@ type Security struct {
 	// go with every call the client makes. Empty (the default) admits every
 	// client, with no rights.
 	ClientTokens []ClientToken
+	// ClientCertificates grant rights to clients that show, over mutual
+	// TLS (TLS with ClientAuth VerifyClientCertIfGiven or
+	// RequireAndVerifyClientCert), a certificate TLS verified whose name
+	// is listed. A verified certificate not listed is a client with no
+	// rights; its name still reaches grains (actor.IdentityOf).
+	ClientCertificates []ClientCertificate
 	// TLS, when set, is the server configuration of the gateway and, unless
 	// LinkTLS is set, of the listener for other silos; for mutual TLS, set
 	// ClientAuth and ClientCAs.
@@ -119,6 +125,16 @@ type ClientToken struct {
 	Secret []byte
 	// Rights are what the client may do beyond calling grains; see
 	// actor.Rights. None by default.
+	Rights actor.Rights
+}
+
+// ClientCertificate grants rights to a client that shows a TLS
+// certificate of this name (see Security.ClientCertificates).
+type ClientCertificate struct {
+	// Name is the certificate's name: its subject common name or, when it
+	// has none, its first DNS name. Unique among the entries.
+	Name string
+	// Rights are what the client may do beyond calling grains.
 	Rights actor.Rights
 }
 
@@ -354,6 +370,7 @@ func (o *Options) Validate() error {
 		c.Bad("Security.LinkTLS", "is for the listener for other silos, which only a silo of a cluster has")
 	}
 	o.Security.validateClientTokens(&c)
+	o.Security.validateClientCertificates(&c)
 	for _, server := range []struct {
 		name string
 		tls  *tls.Config

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/optcheck"
 	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/transport"
@@ -101,17 +102,55 @@ func (s *Silo) RequireRights(m *proxy.MethodDesc, r actor.Rights) error {
 	return nil
 }
 
-// clientEndpointFor is how the silo's end of the client connection c is
-// set up: its limits, and the rights of the token it proved.
-func (s *Silo) clientEndpointFor(c *transport.Conn) rpc.EndpointOptions {
-	opts := s.opts.clientEndpoint(s.rejected)
-	if name := c.Peer().Token; name != "" {
-		for _, t := range s.opts.Security.ClientTokens {
-			if t.Name == name {
-				opts.Rights = t.Rights
+// validateClientCertificates checks the rights granted to certificates:
+// they need a gateway that verifies the certificates clients show.
+func (s *Security) validateClientCertificates(c *optcheck.Checks) {
+	if len(s.ClientCertificates) == 0 {
+		return
+	}
+	if s.TLS == nil || s.TLS.ClientAuth < tls.VerifyClientCertIfGiven {
+		c.Bad("Security.ClientCertificates", "needs Security.TLS with ClientAuth VerifyClientCertIfGiven or RequireAndVerifyClientCert, or no certificate would be verified")
+	}
+	seen := make(map[string]bool, len(s.ClientCertificates))
+	for _, cc := range s.ClientCertificates {
+		if cc.Name == "" || seen[cc.Name] {
+			c.Bad("Security.ClientCertificates", "name %q is empty or appears twice", cc.Name)
+		}
+		seen[cc.Name] = true
+	}
+}
+
+// clientIdentity is who the client at the other end of c proved to be:
+// the token it proved, else the certificate TLS verified, else nobody in
+// particular; with the rights its credential grants.
+func (s *Security) clientIdentity(peer transport.Identity) actor.Identity {
+	id := actor.Identity{Kind: actor.CallerClient}
+	switch {
+	case peer.Token != "":
+		id.Name, id.Credential = peer.Token, actor.CredentialToken
+		for _, t := range s.ClientTokens {
+			if t.Name == peer.Token {
+				id.Rights = t.Rights
+			}
+		}
+	case peer.Certificate != nil:
+		id.Name, id.Credential = transport.CertificateName(peer.Certificate), actor.CredentialCertificate
+		for _, cc := range s.ClientCertificates {
+			if cc.Name == id.Name && id.Name != "" {
+				id.Rights = cc.Rights
 			}
 		}
 	}
+	return id
+}
+
+// clientEndpointFor is how the silo's end of the client connection c is
+// set up: its limits, and who the client is, with the rights of the
+// credential it proved.
+func (s *Silo) clientEndpointFor(c *transport.Conn) rpc.EndpointOptions {
+	opts := s.opts.clientEndpoint(s.rejected)
+	id := s.opts.Security.clientIdentity(c.Peer())
+	opts.Rights, opts.Caller = id.Rights, host.NewCaller(id)
 	if s.required.m.Load() != nil {
 		opts.Required = s.required.lookup
 	}

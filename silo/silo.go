@@ -122,8 +122,9 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 	}
 	s.flusher = flusher
 	s.caller = &hostedCaller{
-		LocalCaller: rpc.NewLocalCaller(s, func() time.Duration { return s.opts.ResponseTimeout }, s.deps.clock, opts.TimeoutResolution),
-		filters:     s.deps.outgoing,
+		LocalCaller: rpc.NewLocalCaller(s, func() time.Duration { return s.opts.ResponseTimeout }, s.deps.clock, opts.TimeoutResolution).
+			Identified(actor.Identity{Kind: actor.CallerSilo, Name: opts.Name}),
+		filters: s.deps.outgoing,
 	}
 	s.gen = s.deps.clock.Now().UnixNano()
 	s.mu.endpoints = make(map[*rpc.Endpoint]struct{})

@@ -95,6 +95,9 @@ func holder(a bench.Algorithm, c proxy.Caller, key string) (ratelimit.Limiter, e
 	case bench.TokenBucket:
 		return ratelimit.TokenBucket(c, key, ratelimit.TokenBucketOptions{
 			TokenLimit: bench.Quota, TokensPerPeriod: bench.Quota, ReplenishmentPeriod: bench.Window, ManualReplenishment: true}), nil
+	case bench.FixedWindowLeased:
+		return ratelimit.FixedWindow(c, key, ratelimit.FixedWindowOptions{
+			PermitLimit: bench.LeasedQuota, Window: bench.Window}).Leased(ratelimit.LeaseOptions{}), nil
 	}
 	return nil, fmt.Errorf("%w: no granary holder for algorithm %q", bench.ErrInvalidOption, a)
 }
@@ -144,6 +147,14 @@ func (w *workload) CheckPlacement(ctx context.Context) (bool, error) {
 // topology's home silo.
 var ErrMoved = errors.New("subject: a measured grain is not on its silo")
 
-// Close does nothing: the case's grains stay idle until collected, and
-// none holds a permit.
-func (w *workload) Close(context.Context) error { return nil }
+// Close gives back what is left of the leased holders' slices; the case's
+// grains stay idle until collected, and none holds a permit.
+func (w *workload) Close(ctx context.Context) error {
+	var errs []error
+	for _, h := range w.holders {
+		if c, ok := h.(interface{ Close(context.Context) error }); ok {
+			errs = append(errs, c.Close(ctx))
+		}
+	}
+	return errors.Join(errs...)
+}

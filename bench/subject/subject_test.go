@@ -35,7 +35,7 @@ func statistics(t *testing.T, topo *subject.Cluster, c bench.Case, key int) rate
 	switch c.Algorithm {
 	case bench.Concurrency:
 		h = ratelimit.Concurrency(topo.Caller(), name)
-	case bench.FixedWindow:
+	case bench.FixedWindow, bench.FixedWindowLeased:
 		h = ratelimit.FixedWindow(topo.Caller(), name)
 	}
 	st, err := h.Statistics(t.Context())
@@ -74,6 +74,19 @@ func TestAbandonedAcquisitionsKeepTheirPermits(t *testing.T) {
 	st := statistics(t, topo, c, 0)
 	assert.EqualValues(t, 10, st.TotalSuccessfulLeases)
 	assert.EqualValues(t, bench.Quota-10, st.AvailablePermits, "bound options configured the grain: the quota, no replenishment")
+}
+
+func TestLeasedOperationsChargeWhatTheyTakeAndCloseGivesTheRestBack(t *testing.T) {
+	topo, g := started(t)
+	c := bench.Case{Algorithm: bench.FixedWindowLeased, Scenario: bench.HotKey}
+	wl, err := g.Prepare(t.Context(), c)
+	require.NoError(t, err)
+	for w := range 64 {
+		require.NoError(t, wl.Do(context.Background(), w%c.Scenario.Workers()))
+	}
+	require.NoError(t, wl.Close(t.Context()))
+	st := statistics(t, topo, c, 0)
+	assert.EqualValues(t, bench.LeasedQuota-64, st.AvailablePermits, "per call or from a slice, every operation took one permit, and no more")
 }
 
 func TestEveryCaseOfTheMatrixRunsOnTwoSilos(t *testing.T) {

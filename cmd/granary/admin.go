@@ -14,7 +14,8 @@ import (
 const adminDefault = "none"
 
 // newAdminMux routes the admin port: Go's profiles and, when api is set,
-// the rate-limit service API at apiPath with changes allowed.
+// the rate-limit service API at apiPath with changes allowed to callers
+// with the admin right.
 func newAdminMux(apiPath string, api http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	if api != nil {
@@ -29,15 +30,24 @@ func newAdminMux(apiPath string, api http.Handler) *http.ServeMux {
 }
 
 // listenAdmin binds the admin port when -admin names one, and serves it.
-func listenAdmin(cfg *config, s *silo.Silo, log *slog.Logger) (*httpPort, error) {
+func listenAdmin(cfg *config, s *silo.Silo, prom *prometheusMetrics, refusals httpRefusals, log *slog.Logger) (*httpPort, error) {
 	if cfg.flags.admin == "none" {
 		return nil, nil
 	}
-	apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, false)
+	auth := cfg.flags.credentials.auth
+	if !auth.hasAdmin() {
+		log.Warn("the admin port's rate-limit API refuses every change: no client token (-client-tokens-file) or certificate (-client-certs-file) has the admin right")
+	}
+	apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, false, refusals.on("admin")...)
 	if err != nil {
 		return nil, err
 	}
-	p, err := listenHTTPAs("-admin", cfg.flags.admin, newAdminMux(apiPath, api), log)
+	mux := newAdminMux(apiPath, api)
+	if err := mountDashboard(mux, s, prom, true); err != nil {
+		return nil, err
+	}
+	handleLocate(mux, s)
+	p, err := listenHTTPAs("-admin", cfg.flags.admin, auth.wrap(mux), cfg.flags.credentials.httpTLS, log)
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/dashboard"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -26,33 +25,13 @@ type clusterAnswer struct {
 	Members []clusterMember `json:"members"`
 }
 
-// clusterMember is one silo of the cluster as this silo sees it.
-type clusterMember struct {
-	Name           string `json:"name"`
-	SiloAddress    string `json:"silo_address,omitempty"`
-	GatewayAddress string `json:"gateway_address,omitempty"`
-	GossipAddress  string `json:"gossip_address,omitempty"`
-	// Generation is a decimal string: Unix nanoseconds are more than a
-	// JSON number holds exactly in JavaScript.
-	Generation string `json:"generation"`
-	Status     string `json:"status"`
-	State      string `json:"state"`
-	Since      string `json:"since"`
-	Load       int64  `json:"load"`
-}
+// clusterMember is one silo of the cluster as this silo sees it; the
+// dashboard shows the same.
+type clusterMember = dashboard.Member
 
 // newClusterAnswer turns the silo's view into /cluster's answer.
 func newClusterAnswer(v silo.ClusterView) clusterAnswer {
-	out := clusterAnswer{Self: v.Self, Version: v.Version, Members: make([]clusterMember, 0, len(v.Members))}
-	for _, m := range v.Members {
-		out.Members = append(out.Members, clusterMember{
-			Name: m.ID, SiloAddress: m.Address, GatewayAddress: m.Gateway, GossipAddress: m.GossipAddress,
-			Generation: strconv.FormatInt(m.Generation, 10),
-			Status:     m.Status.String(), State: m.State.String(),
-			Since: m.Since.UTC().Format(time.RFC3339Nano), Load: m.Load,
-		})
-	}
-	return out
+	return clusterAnswer{Self: v.Self, Version: v.Version, Members: dashboard.MembersOf(v)}
 }
 
 // handleCluster routes GET /cluster on mux: the silo's view of its

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -71,4 +75,53 @@ func TestTheBinaryTakesClientTokensFromAFile(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = anon.Close() })
 	assert.ErrorContains(t, anon.Connect(context.Background()), "requires a client credential")
+}
+
+// FuzzClientCertificatesFile: the parser never panics, and what it accepts
+// has a name without the separator.
+func FuzzClientCertificatesFile(f *testing.F) {
+	f.Add([]byte("ops.example:admin\nviewer:none\n# a comment\n"))
+	f.Add([]byte("a:admin:extra\n:\n::\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		certs, err := parseClientCertificates("f", data)
+		if err != nil {
+			return
+		}
+		for _, c := range certs {
+			if strings.ContainsRune(c.Name, ':') {
+				t.Fatalf("name %q holds the separator", c.Name)
+			}
+		}
+	})
+}
+
+// FuzzBearerRights: whatever Authorization header an HTTP caller sends,
+// it gets rights only by sending the secret of a token that has them.
+func FuzzBearerRights(f *testing.F) {
+	tokens, err := parseClientTokens("tokens", []byte(tokensFile))
+	require.NoError(f, err)
+	auth := httpAuth{tokens: tokens}
+	f.Add("Bearer ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100")
+	f.Add("Bearer 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")
+	f.Add("Bearer ")
+	f.Add("Basic b3BzOnNlY3JldA==")
+	f.Add("Bearer zz")
+	f.Fuzz(func(t *testing.T, header string) {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		r.Header.Set("Authorization", header)
+		got := auth.rightsOf(r)
+		want := actor.Rights(0)
+		if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			if secret, err := hex.DecodeString(strings.TrimSpace(b)); err == nil {
+				for _, tok := range tokens {
+					if bytes.Equal(secret, tok.Secret) {
+						want |= tok.Rights
+					}
+				}
+			}
+		}
+		if got != want {
+			t.Fatalf("%q grants %v, want %v", header, got, want)
+		}
+	})
 }

@@ -26,6 +26,17 @@
 // -expect-silos (GRANARY_EXPECT_SILOS) keeps /readyz at 503 while the silo
 // sees fewer active silos, itself included.
 //
-// docs/operations.md lists every setting and metric, explains /readyz, and
-// runs a three-silo cluster on one machine.
+// /dashboard/ is a read-only page of the cluster and this silo's grains,
+// calls and limiters; the admin port's (-admin) adds the hottest limiter
+// keys and /locate. Address settings may name environment variables
+// (${POD_IP}:7946), and seeds may be DNS names, resolved again while the
+// silo runs.
+//
+//	granary ctl [-http URL] [-admin URL] [-o table|json] members | locate TYPE KEY | limiter stats|config|reset|delete|configure ...
+//
+// is the operator's command: it asks a running silo over those ports, or
+// its gateway with a client token that has the admin right.
+//
+// docs/operations.md lists every setting and metric, explains /readyz, the
+// dashboard and granary ctl, and runs a three-silo cluster on one machine.
 package main

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,6 +78,9 @@ func newMux(apiPath string, api http.Handler, ready *readiness, metrics http.Han
 type prometheusMetrics struct {
 	provider *sdkmetric.MeterProvider
 	handler  http.Handler
+	// silo gathers the silo's own instruments only, without the runtime's
+	// and the process's: what the dashboard reads.
+	silo prometheus.Gatherer
 }
 
 func newPrometheusMetrics() (*prometheusMetrics, error) {
@@ -87,13 +91,15 @@ func newPrometheusMetrics() (*prometheusMetrics, error) {
 	); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	exporter, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	siloReg := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(siloReg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	return &prometheusMetrics{
 		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)),
-		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		handler:  promhttp.HandlerFor(prometheus.Gatherers{reg, siloReg}, promhttp.HandlerOpts{}),
+		silo:     siloReg,
 	}, nil
 }
 
@@ -117,23 +123,31 @@ const (
 
 // listenHTTP binds the HTTP port, so that a taken port fails the start
 // before the silo starts.
-func listenHTTP(addr string, handler http.Handler, log *slog.Logger) (*httpPort, error) {
-	return listenHTTPAs("-http", addr, handler, log)
+func listenHTTP(addr string, handler http.Handler, tlsConfig *tls.Config, log *slog.Logger) (*httpPort, error) {
+	return listenHTTPAs("-http", addr, handler, tlsConfig, log)
 }
 
-// listenHTTPAs binds an HTTP port whose errors name the flag that set it.
-func listenHTTPAs(flag, addr string, handler http.Handler, log *slog.Logger) (*httpPort, error) {
+// listenHTTPAs binds an HTTP port whose errors name the flag that set it;
+// with tlsConfig it serves HTTPS only.
+func listenHTTPAs(flag, addr string, handler http.Handler, tlsConfig *tls.Config, log *slog.Logger) (*httpPort, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
-	// gRPC without TLS needs HTTP/2 in clear text (h2c) beside HTTP/1.1.
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	if tlsConfig != nil {
+		// A server adds what HTTP/2 needs to its configuration: the two
+		// ports must not share one.
+		tlsConfig = tlsConfig.Clone()
+		protocols.SetHTTP2(true)
+	} else {
+		// gRPC without TLS needs HTTP/2 in clear text (h2c) beside HTTP/1.1.
+		protocols.SetUnencryptedHTTP2(true)
+	}
 	return &httpPort{
 		server: &http.Server{
-			Handler: handler, Protocols: protocols,
+			Handler: handler, Protocols: protocols, TLSConfig: tlsConfig,
 			ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout, IdleTimeout: httpIdleTimeout,
 			ErrorLog: slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
 		},
@@ -143,6 +157,10 @@ func listenHTTPAs(flag, addr string, handler http.Handler, log *slog.Logger) (*h
 
 // serve serves the port until shutdown.
 func (p *httpPort) serve() {
+	if p.server.TLSConfig != nil {
+		go func() { p.served <- p.server.ServeTLS(p.ln, "", "") }()
+		return
+	}
 	go func() { p.served <- p.server.Serve(p.ln) }()
 }
 

@@ -133,7 +133,7 @@ func TestServiceAPIServesTheSilosLimiters(t *testing.T) {
 // The HTTP port does not hold a slow or idle client for ever: headers,
 // whole requests and idle keep-alive connections each have a bound.
 func TestTheHTTPPortBoundsSlowAndIdleClients(t *testing.T) {
-	port, err := listenHTTP("127.0.0.1:0", http.NotFoundHandler(), quietLog)
+	port, err := listenHTTP("127.0.0.1:0", http.NotFoundHandler(), nil, quietLog)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = port.ln.Close() })
 	assert.Positive(t, port.server.ReadHeaderTimeout)
@@ -160,7 +160,7 @@ func TestTheReadBoundEndsSlowBodiesNotSlowAnswers(t *testing.T) {
 		case <-time.After(4 * bound): // well past the read bound
 		}
 		_, _ = io.WriteString(w, "answered")
-	}), quietLog)
+	}), nil, quietLog)
 	require.NoError(t, err)
 	port.server.ReadTimeout = bound
 	port.serve()

@@ -21,6 +21,9 @@ func main() {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		// -h or -help: the usage was printed, as asked.
+	case errors.Is(err, errCtlUsage):
+		fmt.Fprintln(os.Stderr, "granary:", err)
+		os.Exit(2)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "granary:", err)
 		os.Exit(1)
@@ -71,6 +74,9 @@ func parseConfig(args []string, stderr *os.File) (*config, error) {
 
 // run starts a silo and blocks until ctx ends or a stop signal arrives.
 func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
+	if len(args) > 0 && args[0] == "ctl" {
+		return runCtl(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := parseConfig(args, stderr)
 	if err != nil {
 		return err
@@ -110,21 +116,29 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	defer stop()
 	ready := &readiness{silo: s, expected: expectedSilos{n: cfg.flags.expectSilos, view: s}}
 	var port *httpPort
+	refusals, err := newHTTPRefusals(prom)
+	if err != nil {
+		return err
+	}
 	if prom != nil {
 		// Listening before the silo starts: /healthz answers and /readyz
 		// says "starting" while the silo joins its cluster.
-		apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, cfg.flags.apiDisableChanges)
+		apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, cfg.flags.apiDisableChanges, refusals.on("http")...)
 		if err != nil {
 			return err
 		}
 		mux := newMux(apiPath, api, ready, prom.handler)
 		handleCluster(mux, s)
-		if port, err = listenHTTP(cfg.flags.http, mux, log); err != nil {
+		if err := mountDashboard(mux, s, prom, false); err != nil {
+			return err
+		}
+		creds := &cfg.flags.credentials
+		if port, err = listenHTTP(cfg.flags.http, creds.auth.wrap(mux), creds.httpTLS, log); err != nil {
 			return err
 		}
 		port.serve()
 	}
-	admin, err := listenAdmin(cfg, s, log)
+	admin, err := listenAdmin(cfg, s, prom, refusals, log)
 	if err != nil {
 		if port != nil {
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.flags.stopTimeout)

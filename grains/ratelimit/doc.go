@@ -38,6 +38,17 @@
 // to options by a case-insensitive name; a Group makes several limiters
 // one decision, taken at once.
 //
+// # Hot keys
+//
+// A holder made with Leased answers a hot time-based key from a slice of
+// the limiter's quota, locally, with no call: the grain charges the slice
+// to its algorithm at once, sized by fair share among the key's leased
+// holders, and the holder uses it until the window, segment or period it
+// was charged in ends. The algorithm's bound holds over every holder's
+// grants together, with no overshoot; cold keys, queued acquisitions and
+// concurrency limiters keep the exact per-call answers. docs/ratelimit.md,
+// "Leased quota", says when to use it and what it costs.
+//
 // # Guarantees and limits
 //
 // An acquisition waits in the grain's queue for at most its budget: 80% of

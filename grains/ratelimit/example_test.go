@@ -94,3 +94,32 @@ func ExampleGroup() {
 	// true
 	// false
 }
+
+// A leased holder answers a hot key from a slice of the window's quota,
+// with no call per acquisition; together, its answers and everyone
+// else's stay within the limit.
+func ExampleHolder_Leased() {
+	ctx := context.Background()
+	s, _ := silo.New(silo.Options{DisableGateway: true}, silo.WithLogger(quiet))
+	_ = ratelimit.Register(s, ratelimit.Defaults{})
+	_ = s.Start(ctx)
+	defer s.Stop(ctx)
+
+	api := ratelimit.FixedWindow(s.Caller(), "api:acme",
+		ratelimit.FixedWindowOptions{PermitLimit: 1000, Window: time.Hour}).
+		Leased(ratelimit.LeaseOptions{MinRate: 1}) // lease from the first acquisition
+	defer api.Close(ctx)
+	granted := 0
+	for range 1200 {
+		lease, err := api.Acquire(ctx, 1)
+		if err != nil {
+			panic(err)
+		}
+		if lease.Acquired() {
+			granted++
+		}
+	}
+	fmt.Println("granted:", granted)
+	// Output:
+	// granted: 1000
+}

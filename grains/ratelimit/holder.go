@@ -57,6 +57,7 @@ type methodSet struct {
 	renew                                        *proxy.MethodDesc // nil for the time-based limiters
 	configure, configuration, reset, deleteState *proxy.MethodDesc
 	tryReplenish                                 *proxy.MethodDesc // nil for the concurrency limiter
+	leaseQuota, returnQuota                      *proxy.MethodDesc // nil for the concurrency limiter
 }
 
 // methodsOf finds the methods of a generated service by name.
@@ -73,6 +74,7 @@ func methodsOf(svc *proxy.ServiceDesc) methodSet {
 		acquire: named("Acquire"), acquireWith: named("AcquireAndCheckConfiguration"), tryAcquire: named("TryAcquire"), release: named("Release"), refund: named("Refund"), renew: named("Renew"),
 		statistics: named("Statistics"), configure: named("Configure"), configuration: named("Configuration"),
 		reset: named("Reset"), deleteState: named("DeleteState"), tryReplenish: named("TryReplenish"),
+		leaseQuota: named("LeaseQuota"), returnQuota: named("ReturnQuota"),
 	}
 }
 
@@ -169,6 +171,9 @@ type Holder[O Options] struct {
 	// boundRefundable is boundOne, refundable: what a decision over many
 	// limits sends.
 	boundRefundable proto.Message
+	// leased answers acquisitions from leased quota while the key is hot
+	// (leased.go); nil without.
+	leased *leasedQuota
 }
 
 var (
@@ -252,6 +257,9 @@ func (h *Holder[O]) ForKey(key string) *Holder[O] {
 	}{holder: *h}
 	both.grain = grainRef{ref: proxy.NewRef(h.grain.ref.Caller(), h.kind.grainType, key), release: h.kind.methods.release, refund: h.kind.methods.refund, renew: h.kind.methods.renew}
 	both.holder.grain = &both.grain
+	if h.leased != nil {
+		both.holder.leased = h.leased.forKey(&both.grain)
+	}
 	return &both.holder
 }
 
@@ -278,6 +286,11 @@ func (h *Holder[O]) Acquire(ctx context.Context, permits int64) (*Lease, error) 
 	if err := precheck(ctx, permits); err != nil {
 		return nil, err
 	}
+	if h.leased != nil {
+		if l, handled, err := h.leased.acquire(ctx, h.grain, permits, false); handled {
+			return l, err
+		}
+	}
 	in := acquireOne
 	if permits != 1 {
 		in = &pb.AcquireRequest{Permits: permits}
@@ -298,6 +311,11 @@ func (h *Holder[O]) AcquireAndConfigure(ctx context.Context, permits int64) (*Le
 	}
 	if h.boundErr != nil {
 		return nil, h.boundErr
+	}
+	if h.leased != nil {
+		if l, handled, err := h.leased.acquire(ctx, h.grain, permits, false); handled {
+			return l, err
+		}
 	}
 	in := h.boundOne
 	if permits != 1 {
@@ -323,6 +341,11 @@ func (h *Holder[O]) AcquireAndConfigure(ctx context.Context, permits int64) (*Le
 func (h *Holder[O]) TryAcquire(ctx context.Context, permits int64) (*Lease, error) {
 	if err := precheck(ctx, permits); err != nil {
 		return nil, err
+	}
+	if h.leased != nil && (!h.hasBound || h.boundErr == nil) {
+		if l, handled, err := h.leased.acquire(ctx, h.grain, permits, true); handled {
+			return l, err
+		}
 	}
 	var in proto.Message
 	switch {

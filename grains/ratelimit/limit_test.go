@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/proxy"
@@ -72,13 +73,17 @@ func TestEachAlgorithmsLimitHoldsAcrossEntryPoints(t *testing.T) {
 
 // The same on a cluster of three silos: sixteen goroutines entering
 // through the three gateways and the silos' own callers share one limiter
-// per key, wherever it lives.
+// per key, wherever it lives. The clients hold the admin right: whichever
+// holder comes first sets the limiter's options.
 func TestEachAlgorithmsLimitHoldsAcrossACluster(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Silos: 3,
+		Configure: func(_ int, o *silo.Options) {
+			o.Security.ClientTokens = []silo.ClientToken{{Name: fixtureToken.Name, Secret: fixtureToken.Secret, Rights: actor.RightAdmin}}
+		},
 		Register: func(s *silo.Silo) error { return ratelimit.Register(s, ratelimit.Defaults{}) }})
 	var callers []proxy.Caller
 	for _, gw := range c.Gateways() {
-		callers = append(callers, c.NewClient(client.Options{Gateways: []string{gw}}))
+		callers = append(callers, c.NewClient(client.Options{Gateways: []string{gw}, Token: &fixtureToken}))
 	}
 	for _, i := range c.Live() {
 		callers = append(callers, c.Silo(i).Caller())

@@ -120,11 +120,20 @@ var (
 // and middleware refer to by name. Make one with Named.
 type Config struct {
 	name    string
-	options any // one of the four options types
+	options any           // one of the four options types
+	lease   *LeaseOptions // the holders' leased quota, if any
 }
 
 // Named returns the configuration called name with options o.
 func Named[O Options](name string, o O) Config { return Config{name: name, options: o} }
+
+// Leased returns the configuration with leased quota: the holders that
+// ByName and Configs.Limiter make for it are Leased with o (see
+// Holder.Leased).
+func (c Config) Leased(o LeaseOptions) Config {
+	c.lease = &o
+	return c
+}
 
 // Name returns the configuration's name as it was given.
 func (c Config) Name() string { return c.name }
@@ -215,7 +224,13 @@ func ByName[O Options](set *Configs, c proxy.Caller, name, key string) (*Holder[
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrConfigNotFound, name)
 	}
-	return holderFor(c, key, o), nil
+	h := holderFor(c, key, o)
+	for _, found := range set.byName[foldName(name)] {
+		if _, mine := found.options.(O); mine && found.lease != nil {
+			return h.Leased(*found.lease), nil
+		}
+	}
+	return h, nil
 }
 
 // Limiter returns a holder for key bound to the configuration called name,
@@ -234,14 +249,23 @@ func (s *Configs) Limiter(c proxy.Caller, name, key string) (Limiter, error) {
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrAmbiguousConfig, name)
 	}
+	lease := found[0].lease
 	switch o := found[0].options.(type) {
 	case ConcurrencyOptions:
 		return Concurrency(c, key, o), nil
 	case FixedWindowOptions:
-		return FixedWindow(c, key, o), nil
+		return leasedIf(FixedWindow(c, key, o), lease), nil
 	case SlidingWindowOptions:
-		return SlidingWindow(c, key, o), nil
+		return leasedIf(SlidingWindow(c, key, o), lease), nil
 	default:
-		return TokenBucket(c, key, o.(TokenBucketOptions)), nil
+		return leasedIf(TokenBucket(c, key, o.(TokenBucketOptions)), lease), nil
 	}
+}
+
+// leasedIf returns h Leased with o, or h when o is nil.
+func leasedIf[O Options](h *Holder[O], o *LeaseOptions) *Holder[O] {
+	if o == nil {
+		return h
+	}
+	return h.Leased(*o)
 }

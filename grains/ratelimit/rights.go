@@ -9,9 +9,11 @@ import (
 // changeMethods are the limiter grains' methods that change what the
 // operator configured or the quota callers have: they need the admin
 // right of a client that calls them through a gateway.
-// AcquireAndCheckConfiguration is not among them: a holder bound to
-// options calls it on every acquisition, and it changes the grain only
-// when the options differ, which only the grain can tell.
+// AcquireAndCheckConfiguration and TryAcquire are not among them: a
+// holder bound to options calls them on every acquisition, and they
+// change the grain only when the options differ, which only the grain can
+// tell, so the grain asks for the right itself (limitgrain's
+// mayChangeOptions, from the caller's actor.Identity).
 var changeMethods = []*proxy.MethodDesc{
 	ratelimitpb.ConcurrencyLimiter_Configure_Method,
 	ratelimitpb.ConcurrencyLimiter_Reset_Method,

@@ -71,6 +71,7 @@ func TestChangingALimiterThroughTheGatewayNeedsTheAdminRight(t *testing.T) {
 			ref := ratelimitpb.NewFixedWindowLimiterRef(gatewayClient(t, s, tc.token), "checkout")
 			before, err := ref.Configuration(ctx, &ratelimitpb.ConfigurationRequest{})
 			require.NoError(t, err, "reading the configuration is no change")
+			other := &ratelimitpb.FixedWindowOptions{PermitLimit: before.GetPermitLimit() + 1, WindowNanos: before.GetWindowNanos()}
 
 			changes := map[string]func() error{
 				"Configure": func() error {
@@ -80,6 +81,16 @@ func TestChangingALimiterThroughTheGatewayNeedsTheAdminRight(t *testing.T) {
 				"Reset":        func() error { _, err := ref.Reset(ctx, &ratelimitpb.ResetRequest{}); return err },
 				"DeleteState":  func() error { _, err := ref.DeleteState(ctx, &ratelimitpb.DeleteStateRequest{}); return err },
 				"TryReplenish": func() error { _, err := ref.TryReplenish(ctx, &ratelimitpb.TryReplenishRequest{}); return err },
+				// Acquisitions that name other options than the limiter's
+				// would change them: the grain asks for the right itself.
+				"AcquireAndCheckConfiguration with other options": func() error {
+					_, err := ref.AcquireAndCheckConfiguration(ctx, &ratelimitpb.FixedWindowAcquireRequest{Permits: 1, Options: other})
+					return err
+				},
+				"TryAcquire with other options": func() error {
+					_, err := ref.TryAcquire(ctx, &ratelimitpb.FixedWindowAcquireRequest{Permits: 1, Options: other})
+					return err
+				},
 			}
 			for name, change := range changes {
 				err := change()
@@ -93,6 +104,9 @@ func TestChangingALimiterThroughTheGatewayNeedsTheAdminRight(t *testing.T) {
 			assert.Equal(t, before.GetPermitLimit(), after.GetPermitLimit(), "nothing changed")
 			lease, err := ref.Acquire(ctx, &ratelimitpb.AcquireRequest{Permits: 1})
 			require.NoError(t, err, "acquiring under the configured options needs no right")
+			assert.True(t, lease.GetAcquired())
+			lease, err = ref.AcquireAndCheckConfiguration(ctx, &ratelimitpb.FixedWindowAcquireRequest{Permits: 1, Options: before})
+			require.NoError(t, err, "naming the options the limiter has needs no right")
 			assert.True(t, lease.GetAcquired())
 		})
 	}

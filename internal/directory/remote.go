@@ -57,6 +57,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // not the owner (views differ while membership converges) or cannot be
 // reached, within ctx. It returns errSelfOwner when this silo is the owner.
 func (d *Directory) ownerCall(ctx context.Context, h uint64, fn func(ref directorypb.DirectoryRef) error) error {
+	var last error // the last try's retryable failure: why ctx ran out
 	for {
 		d.mu.Lock()
 		owner, ok := d.ownerLocked(h)
@@ -71,9 +72,15 @@ func (d *Directory) ownerCall(ctx context.Context, h uint64, fn func(ref directo
 			return errSelfOwner
 		}
 		err := d.call(owner.ID, fn)
+		if err != nil && last != nil && ctx.Err() != nil {
+			// The try that ctx cut short says only that; the ones before
+			// it say why the owner did not answer in time.
+			return errors.Join(last, err)
+		}
 		if err == nil || !retryable(err) {
 			return err
 		}
+		last = err
 		if serr := sleep(ctx, randomDelay()); serr != nil {
 			return errors.Join(err, serr)
 		}

@@ -183,3 +183,58 @@ func serveAPI(b *testing.B, caller proxy.Caller, configs *ratelimit.Configs) *gr
 	})
 	return conn
 }
+
+// BenchmarkShouldRateLimitInProcess is one ShouldRateLimit of three
+// descriptors called in process (no gRPC) on a silo's own caller, with
+// and without limit_remaining, beside the AcquireMany of three limits it
+// is built on: the service's own cost and allocations (the process's,
+// grain side included), to hold a change against.
+func BenchmarkShouldRateLimitInProcess(b *testing.B) {
+	c := testcluster.New(b, testcluster.Options{Silos: 1,
+		Register: func(s *silo.Silo) error { return ratelimit.Register(s, ratelimit.Defaults{}) }})
+	cfg, err := envoyrls.Parse("bench.yaml", []byte(`
+domain: bench
+descriptors:
+  - key: route
+    rate_limit: {unit: hour, requests_per_unit: 4000000000}
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 4000000000}
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 4000000000}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: ds(d("route", "/api"), d("remote_address", "10.0.0.1"), d("route", "/api", "user", "u"))}
+	// The decision alone, as the service takes it: the floor of its cost.
+	open := ratelimit.FixedWindow(c.Silo(0).Caller(), "", ratelimit.FixedWindowOptions{PermitLimit: 4_000_000_000, Window: time.Hour})
+	b.Run("acquire-many", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, ok := ratelimit.AcquireMany(context.Background(), ratelimit.ManyOptions{Try: true},
+				ratelimit.Acquisition{Limiter: open.ForKey("route"), Permits: 1},
+				ratelimit.Acquisition{Limiter: open.ForKey("ip"), Permits: 1},
+				ratelimit.Acquisition{Limiter: open.ForKey("user"), Permits: 1})
+			if !ok {
+				b.Fatal("refused")
+			}
+		}
+	})
+	for _, remaining := range []bool{true, false} {
+		s := envoyrls.NewServer(c.Silo(0).Caller(), envoyrls.Options{SkipRemaining: !remaining})
+		s.SetConfig(cfg)
+		name := "one-round"
+		if remaining {
+			name = "with-remaining"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.ShouldRateLimit(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/granary-go/granary/grains/ratelimit"
@@ -118,8 +119,11 @@ type rule struct {
 	shadow    bool
 	// limit is what the statuses report as current_limit.
 	limit *rlsv3.RateLimitResponse_RateLimit
-	// window is the unit times its multiplier: the reset a grant reports.
+	// window is the unit times its multiplier: the reset a grant reports,
+	// and reset the same as a message (nil for a limit override, made per
+	// request).
 	window  time.Duration
+	reset   *durationpb.Duration
 	options any // ratelimit.FixedWindowOptions, SlidingWindowOptions or TokenBucketOptions
 }
 
@@ -372,7 +376,7 @@ func (p *problems) rule(path string, d yamlDescriptor) *rule {
 		return r
 	}
 	r.limit = &rlsv3.RateLimitResponse_RateLimit{Name: rl.Name, RequestsPerUnit: rl.RequestsPerUnit, Unit: u.unit}
-	r.window = u.length
+	r.window, r.reset = u.length, durationpb.New(u.length)
 	opts, err := algorithmOptions(rl.Algorithm, int64(rl.RequestsPerUnit), u.length, rl.SegmentsPerWindow, rl.TokensPerPeriod, rl.ReplenishmentPeriod)
 	if err != nil {
 		p.add(p.source, path, err.Error())

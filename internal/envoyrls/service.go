@@ -276,16 +276,22 @@ func (s *Server) decisions(st *serving, req *rlsv3.RateLimitRequest) ([]decision
 // queue), the shadow ones each on its own, so that a shadow limit over its
 // count takes nothing back from the others.
 func (s *Server) decide(ctx context.Context, st *serving, ds []decision) error {
-	var enforced []int
-	var acquisitions []ratelimit.Acquisition
+	// Up to inlineDescriptors enforced descriptors need no allocation for
+	// the decision's own bookkeeping: Envoy sends a handful.
+	var inlineEnforced [inlineDescriptors]int
+	var inlineAcquisitions [inlineDescriptors]ratelimit.Acquisition
+	enforced, acquisitions := inlineEnforced[:0], inlineAcquisitions[:0]
 	var shadows sync.WaitGroup
-	shadowErrs := make([]error, len(ds))
+	var shadowErrs []error
 	for i := range ds {
 		d := &ds[i]
 		if d.limiter == nil {
 			continue
 		}
 		if d.rule.shadow {
+			if shadowErrs == nil {
+				shadowErrs = make([]error, len(ds))
+			}
 			shadows.Go(func() {
 				l, err := d.limiter.TryAcquire(ctx, int64(d.hits))
 				shadowErrs[i] = d.answer(l, err)
@@ -299,7 +305,9 @@ func (s *Server) decide(ctx context.Context, st *serving, ds []decision) error {
 	if len(acquisitions) > 0 {
 		outcomes, _ := ratelimit.AcquireMany(ctx, ratelimit.ManyOptions{Try: true}, acquisitions...)
 		for j, o := range outcomes {
-			errs = append(errs, ds[enforced[j]].answer(o.Lease, o.Err))
+			if err := ds[enforced[j]].answer(o.Lease, o.Err); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	shadows.Wait()
@@ -311,6 +319,10 @@ func (s *Server) decide(ctx context.Context, st *serving, ds []decision) error {
 	}
 	return nil
 }
+
+// inlineDescriptors is how many enforced descriptors a decision keeps
+// without allocating.
+const inlineDescriptors = 4
 
 // answer sets the descriptor's status from its grain's answer. A lease
 // given back because another limit refused is within its own limit: its
@@ -335,10 +347,12 @@ func (d *decision) answer(l *ratelimit.Lease, err error) error {
 	return nil
 }
 
+// okStatus is a status within the rule's limit. Its limit and reset are
+// the rule's own messages, shared by every response: gRPC only reads them.
 func okStatus(r *rule, remaining uint32) *rlsv3.RateLimitResponse_DescriptorStatus {
 	return &rlsv3.RateLimitResponse_DescriptorStatus{
 		Code: rlsv3.RateLimitResponse_OK, CurrentLimit: r.limit, LimitRemaining: remaining,
-		DurationUntilReset: durationpb.New(r.window),
+		DurationUntilReset: r.windowReset(),
 	}
 }
 
@@ -347,7 +361,19 @@ func overStatus(r *rule, reset time.Duration) *rlsv3.RateLimitResponse_Descripto
 	if r.shadow {
 		code = rlsv3.RateLimitResponse_OK
 	}
-	return &rlsv3.RateLimitResponse_DescriptorStatus{Code: code, CurrentLimit: r.limit, DurationUntilReset: durationpb.New(reset)}
+	until := r.windowReset()
+	if reset != r.window {
+		until = durationpb.New(reset)
+	}
+	return &rlsv3.RateLimitResponse_DescriptorStatus{Code: code, CurrentLimit: r.limit, DurationUntilReset: until}
+}
+
+// windowReset is the rule's window as a duration message, made once.
+func (r *rule) windowReset() *durationpb.Duration {
+	if r.reset == nil {
+		return durationpb.New(r.window)
+	}
+	return r.reset
 }
 
 // remaining fills limit_remaining of the descriptors within their limit

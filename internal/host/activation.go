@@ -365,16 +365,22 @@ func (a *activation) runTurn(req *Request) {
 	a.doing.Store(req.MethodID) // so that a stop held up by this turn can name it
 
 	var ctx context.Context = context.Background()
-	if req.Ctx != nil || req.Budget > 0 {
+	switch {
+	case req.Ctx != nil || req.Budget > 0 || req.Metadata != nil:
 		// One small object, no timer: the budget is data. It is not part
 		// of the request, which is recycled, because the grain may keep
 		// its ctx.
-		cc := &callContext{Context: context.Background(), budget: req.Budget, act: a, waiting: req.Waiting}
+		cc := &callContext{Context: context.Background(), budget: req.Budget, act: a, waiting: req.Waiting, caller: req.Caller}
 		if req.Ctx != nil {
 			cc.Context = req.Ctx
 		}
+		if req.Metadata != nil {
+			cc.Context = &metadataContext{Context: cc.Context, metadata: req.Metadata}
+		}
 		req.cc = cc
 		ctx = cc
+	case req.Caller != nil:
+		ctx = req.Caller // shared by the connection's calls: nothing to allocate
 	}
 
 	start := mc.start(h.clock)

@@ -82,6 +82,12 @@ type Request struct {
 	// wait for a call of its own: the deliverer that runs turns on a
 	// goroutine shared with other grains hands its other work on.
 	Waiting func()
+	// Caller is who made the call, as its connection's handshake proved
+	// (actor.IdentityOf); nil when unknown.
+	Caller *Caller
+	// Metadata are the call's metadata, key and value pairs
+	// (actor.MetadataOf); nil when it carries none.
+	Metadata []string
 
 	cc     *callContext // the method's context while its turn runs, when it has a budget or can be cancelled
 	next   *Request     // the next request of a batch posted as one mailbox message
@@ -111,6 +117,40 @@ func (req *Request) release() {
 	}
 }
 
+// Caller is who sends requests: one for each connection (and for each
+// identity a relaying silo names), shared by all their requests. It is
+// also the context of a method whose call has neither budget, nor
+// cancellation, nor metadata, so telling a grain who calls allocates
+// nothing per call.
+type Caller struct {
+	identity actor.Identity
+}
+
+var _ context.Context = (*Caller)(nil)
+
+// NewCaller returns the Caller of requests made by id.
+func NewCaller(id actor.Identity) *Caller { return &Caller{identity: id} }
+
+// Identity returns who the caller is.
+func (c *Caller) Identity() actor.Identity { return c.identity }
+
+// Deadline implements context.Context: none.
+func (c *Caller) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done implements context.Context: never cancelled.
+func (c *Caller) Done() <-chan struct{} { return nil }
+
+// Err implements context.Context.
+func (c *Caller) Err() error { return nil }
+
+// Value implements context.Context: it answers actor.IdentityOf.
+func (c *Caller) Value(key any) any {
+	if key == (turn.CallerKey{}) {
+		return &c.identity
+	}
+	return nil
+}
+
 // callContext is the context a grain method runs with when the call has a
 // budget or can be cancelled. It never arms a timer: the budget is data,
 // and only code that waits turns it into a deadline.
@@ -127,11 +167,35 @@ type callContext struct {
 	act      *activation
 	waiting  func()                    // the request's Waiting hook
 	deadline atomic.Pointer[time.Time] // nil until asked for
+	// The request's Caller. Its metadata, rarer, are in a context of
+	// their own between this one and its parent (metadataContext): one
+	// more field would move the object up a size class.
+	caller *Caller
 }
 
 func (c *callContext) Value(key any) any {
-	if key == (turn.Key{}) {
+	switch key {
+	case turn.Key{}:
 		return c
+	case turn.CallerKey{}:
+		if c.caller != nil {
+			return &c.caller.identity
+		}
+		return nil
+	}
+	return c.Context.Value(key)
+}
+
+// metadataContext answers actor.MetadataOf for a call that carries
+// metadata.
+type metadataContext struct {
+	context.Context
+	metadata []string
+}
+
+func (c *metadataContext) Value(key any) any {
+	if key == (turn.MetadataKey{}) {
+		return c.metadata
 	}
 	return c.Context.Value(key)
 }

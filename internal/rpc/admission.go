@@ -179,6 +179,10 @@ func rejectionOf(err error) (rejection, bool) {
 		return rejectUnknownGrainType, true
 	case errors.Is(err, proxy.ErrUnknownMethod):
 		return rejectUnknownMethod, true
+	case errors.Is(err, proxy.ErrPermissionDenied):
+		// The gateway's own refusal, or a grain's that checked the
+		// caller's identity (a limiter asked to change its options).
+		return rejectPermissionDenied, true
 	}
 	return 0, false
 }

@@ -65,6 +65,10 @@ type EndpointOptions struct {
 	// proxy.ErrPermissionDenied before it reaches any grain. Nil: no
 	// method needs a right.
 	Required func(grainType string, method uint32) actor.Rights
+	// Caller is who the peer is, as its handshake proved, when it is a
+	// client: the identity its requests give their grains. A silo peer's
+	// requests name the silo, or the caller of a request it relays.
+	Caller *host.Caller
 }
 
 // Endpoint is one end of a connection between peers (client and gateway, or
@@ -90,6 +94,13 @@ type Endpoint struct {
 	moved    func(actor.GrainID, string)
 	rights   actor.Rights
 	required func(grainType string, method uint32) actor.Rights
+	caller   *host.Caller // a client peer's identity
+	// Used only on the reader goroutine: the identity of a silo peer, and
+	// that of the last caller it relayed for, so that a link's requests
+	// share Callers instead of allocating one each.
+	siloCaller    *host.Caller
+	relayed       *wire.Identity
+	relayedCaller *host.Caller
 
 	cancelWatches, cancelsSent atomic.Int64
 	rejections                 [numRejections]atomic.Int64
@@ -119,7 +130,7 @@ func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner,
 		log = slog.Default()
 	}
 	e := &Endpoint{inbound: inbound, decoder: wire.NewDecoder(interner), log: log, moved: opts.Moved, shared: opts.Rejections,
-		rights: opts.Rights, required: opts.Required}
+		rights: opts.Rights, required: opts.Required, caller: opts.Caller}
 	if e.shared == nil {
 		e.shared = NewRejections(newRejectionLog(log, c))
 	}
@@ -151,6 +162,9 @@ type outFrame struct {
 	env wire.Envelope
 	msg proto.Message // encoded in place when set
 	buf *[]byte       // pooled buffer holding a payload prepare encoded
+	// caller holds what env.Caller points to on a relayed request, so
+	// that naming the caller allocates nothing.
+	caller wire.Identity
 }
 
 // prepare sets m as the frame's payload: in place when it has a generated
@@ -219,6 +233,10 @@ func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Mess
 	if err := givenUp(ctx, call); err != nil {
 		return err
 	}
+	md, err := outgoingMetadata(ctx, call)
+	if err != nil {
+		return err
+	}
 	p := getPending()
 	p.call = call
 	id, err := e.calls.add(p)
@@ -231,6 +249,7 @@ func (e *Endpoint) Call(ctx context.Context, call proxy.Call, in, out proto.Mess
 		GrainType: call.Target.Type, GrainKey: call.Target.Key, MethodID: call.Method.ID,
 		PlacementHint: call.PlacementHint,
 		Budget:        call.Budget, Timeout: call.Timeout, Cancellable: call.Cancellable,
+		Metadata: md,
 	}
 	if err = p.out.prepare(in); err == nil {
 		err = e.conn.Load().Send(&p.out)
@@ -364,16 +383,17 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 	req.CallID, req.MethodID = env.CallID, env.MethodID
 	req.Payload, req.Budget, req.Reply = env.Payload, env.Budget, e
 	req.Hint, req.Timeout = env.PlacementHint, env.Timeout
+	req.Caller, req.Metadata = e.caller, env.Metadata
 	if c != nil && c.Peer().Role == transport.RoleSilo {
 		// Only a silo, as its handshake proved, may say that it forwarded
-		// the call or address the silo itself (the directory): what a
-		// client claims of either is ignored.
+		// the call, address the silo itself (the directory), or name the
+		// caller it relays for: what a client claims of any is ignored.
 		req.Hops, req.FromSilo = env.Hops, true
+		req.Caller = e.callerFromSilo(c, env.Caller)
 	}
 	if e.required != nil && !req.FromSilo {
 		if need := e.required(env.GrainType, env.MethodID); !e.rights.Has(need) {
-			e.rejected(rejectPermissionDenied)
-			e.Reply(req, nil, permissionDenied(need, e.rights))
+			e.Reply(req, nil, permissionDenied(need, e.rights)) // counted there
 			return
 		}
 	}
@@ -398,6 +418,23 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 		return
 	}
 	e.inbound.Deliver(req)
+}
+
+// callerFromSilo returns the Caller of a request from the silo at the
+// other end of c: the caller the silo names when it relays a request, or
+// else the silo itself. It runs on the reader goroutine, which alone
+// touches the fields it caches.
+func (e *Endpoint) callerFromSilo(c *transport.Conn, named *wire.Identity) *host.Caller {
+	if named == nil {
+		if e.siloCaller == nil {
+			e.siloCaller = host.NewCaller(actor.Identity{Kind: actor.CallerSilo, Name: c.Peer().SiloID})
+		}
+		return e.siloCaller
+	}
+	if named != e.relayed { // the decoder shares an Identity that repeats
+		e.relayed, e.relayedCaller = named, host.NewCaller(identityOf(named))
+	}
+	return e.relayedCaller
 }
 
 // Reply implements host.Replier: it sends the outcome of a request that

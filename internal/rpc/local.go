@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/cancel"
 	"github.com/granary-go/granary/internal/host"
@@ -24,6 +25,7 @@ type LocalCaller struct {
 	timeout func() time.Duration
 	calls   callTable
 	cancels *cancel.Registry // contexts of cancellable calls, as on a connection
+	caller  *host.Caller     // who the calls are from: the silo; nil until Identified
 }
 
 var (
@@ -46,12 +48,23 @@ func NewLocalCaller(inbound Inbound, timeout func() time.Duration, c clock.Clock
 	return l
 }
 
+// Identified makes the calls of l come from id (the silo), for grains that
+// ask who calls them, and returns l. Call it before the first call.
+func (l *LocalCaller) Identified(id actor.Identity) *LocalCaller {
+	l.caller = host.NewCaller(id)
+	return l
+}
+
 // ResponseTimeout implements proxy.Caller.
 func (l *LocalCaller) ResponseTimeout() time.Duration { return l.timeout() }
 
 // Call implements proxy.Caller.
 func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.Message) error {
 	if err := givenUp(ctx, call); err != nil {
+		return err
+	}
+	md, err := outgoingMetadata(ctx, call)
+	if err != nil {
 		return err
 	}
 	payload, err := proxy.AppendMessage(nil, in)
@@ -69,6 +82,7 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 	req.Target, req.CallID, req.MethodID = call.Target, id, call.Method.ID
 	req.Payload, req.Budget, req.Reply = payload, call.Budget, l
 	req.Hint, req.Timeout, req.FromSilo = call.PlacementHint, call.Timeout, true
+	req.Caller, req.Metadata = l.caller, md
 	if !call.Cancellable {
 		l.inbound.Deliver(req)
 		willWait(ctx)

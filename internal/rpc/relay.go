@@ -71,6 +71,13 @@ func (e *Endpoint) Relay(req *host.Request) {
 		Payload: req.Payload, PlacementHint: req.Hint,
 		Budget: req.Budget, Timeout: req.Timeout, Cancellable: cancellable,
 		Hops: req.Hops + 1, FromSilo: req.FromSilo,
+		Metadata: req.Metadata,
+	}
+	if req.Caller != nil {
+		// The silo at the other end trusts this silo to name the caller,
+		// whom this silo's own handshake (or the silo before it) proved.
+		setWire(&o.caller, req.Caller.Identity())
+		o.env.Caller = &o.caller
 	}
 	target := req.Target
 	id, err := e.calls.add(p)

@@ -17,6 +17,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"net"
 	"testing"
@@ -131,4 +132,24 @@ func serial(tb testing.TB) *big.Int {
 		tb.Fatalf("testcerts: serial: %v", err)
 	}
 	return n
+}
+
+// PEM returns the CA's certificate in PEM, for programs that read a CA
+// from a file.
+func (ca *CA) PEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+}
+
+// PEMFiles returns cert's certificate and key in PEM, for programs that
+// read them from files. It fails tb on error.
+func PEMFiles(tb testing.TB, cert tls.Certificate) (certPEM, keyPEM []byte) {
+	tb.Helper()
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		tb.Fatalf("testcerts: %v", err)
+	}
+	for _, der := range cert.Certificate {
+		certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})
 }

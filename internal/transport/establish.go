@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -166,10 +167,14 @@ func listenHandshake(nc net.Conn, opts *Options, c clock.Clock) (net.Conn, Ident
 	err := readFirstHeader(h, nc, opts.TLS, &stream)
 	if err == nil {
 		h.rw = stream
+		var leaf *x509.Certificate
 		if tc, ok := stream.(*tls.Conn); ok {
-			h.certified = len(tc.ConnectionState().VerifiedChains) > 0
+			if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
+				h.certified, leaf = true, chains[0][0]
+			}
 		}
 		peer, err = h.listen()
+		peer.Certificate = leaf
 	}
 	if tripped := g.release(); tripped != nil || err != nil {
 		return nil, Identity{}, failure(err, tripped)

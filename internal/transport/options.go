@@ -2,6 +2,7 @@ package transport
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,6 +86,9 @@ type Identity struct {
 	// Options.Token and ListenerOptions.ClientTokens); empty when it proved
 	// none. Only a listener sets it, on the identity of a client dialler.
 	Token string
+	// Certificate is the certificate the dialler showed over TLS, when TLS
+	// verified it (mutual TLS); nil otherwise. Only a listener sets it.
+	Certificate *x509.Certificate
 }
 
 // Token is a client's credential of its own: a name the listener looks its

@@ -36,3 +36,24 @@ func Of(ctx context.Context) Info {
 	info, _ := ctx.Value(Key{}).(Info)
 	return info
 }
+
+// CallerKey is the context value key under which a grain method's context
+// answers with its caller's identity (an *actor.Identity), and
+// MetadataKey the one under which it answers with the call's metadata
+// (a []string of key and value pairs). Neither is set when the call has
+// none.
+type (
+	CallerKey   struct{}
+	MetadataKey struct{}
+)
+
+// OutgoingKey is the context value key of the metadata that calls made
+// with a context carry (a []string of key and value pairs), set by
+// actor.WithMetadata.
+type OutgoingKey struct{}
+
+// Outgoing returns the metadata that calls made with ctx carry.
+func Outgoing(ctx context.Context) []string {
+	md, _ := ctx.Value(OutgoingKey{}).([]string)
+	return md
+}

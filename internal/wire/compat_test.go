@@ -59,6 +59,22 @@ func toDynamic(md protoreflect.MessageDescriptor, e *Envelope) *dynamicpb.Messag
 	for _, d := range e.ErrorDetails {
 		details.Append(protoreflect.ValueOfBytes(d))
 	}
+	entries := m.Mutable(f.ByName("metadata")).List()
+	for i := 0; i < len(e.Metadata); i += 2 {
+		entry := entries.NewElement().Message()
+		ef := entry.Descriptor().Fields()
+		entry.Set(ef.ByName("key"), protoreflect.ValueOfString(e.Metadata[i]))
+		entry.Set(ef.ByName("value"), protoreflect.ValueOfString(e.Metadata[i+1]))
+		entries.Append(protoreflect.ValueOfMessage(entry))
+	}
+	if c := e.Caller; c != nil {
+		caller := m.Mutable(f.ByName("caller")).Message()
+		cf := caller.Descriptor().Fields()
+		caller.Set(cf.ByName("kind"), protoreflect.ValueOfUint32(c.Kind))
+		caller.Set(cf.ByName("name"), protoreflect.ValueOfString(c.Name))
+		caller.Set(cf.ByName("rights"), protoreflect.ValueOfUint32(c.Rights))
+		caller.Set(cf.ByName("credential"), protoreflect.ValueOfUint32(c.Credential))
+	}
 	return m
 }
 
@@ -87,6 +103,20 @@ func fromDynamic(m *dynamicpb.Message) Envelope {
 	for i := range details.Len() {
 		e.ErrorDetails = append(e.ErrorDetails, details.Get(i).Bytes())
 	}
+	entries := get("metadata").List()
+	for i := range entries.Len() {
+		entry := entries.Get(i).Message()
+		ef := entry.Descriptor().Fields()
+		e.Metadata = append(e.Metadata, entry.Get(ef.ByName("key")).String(), entry.Get(ef.ByName("value")).String())
+	}
+	if m.Has(f.ByName("caller")) {
+		caller := get("caller").Message()
+		cf := caller.Descriptor().Fields()
+		e.Caller = &Identity{
+			Kind: uint32(caller.Get(cf.ByName("kind")).Uint()), Name: caller.Get(cf.ByName("name")).String(),
+			Rights: uint32(caller.Get(cf.ByName("rights")).Uint()), Credential: uint32(caller.Get(cf.ByName("credential")).Uint()),
+		}
+	}
 	return normalized(e)
 }
 
@@ -103,6 +133,9 @@ func normalized(e Envelope) Envelope {
 		if len(d) == 0 {
 			e.ErrorDetails[i] = []byte{}
 		}
+	}
+	if len(e.Metadata) == 0 {
+		e.Metadata = nil
 	}
 	return e
 }
@@ -158,6 +191,12 @@ func randomEnvelope(r *rand.Rand) Envelope {
 		}
 		e.ErrorDetails = append(e.ErrorDetails, d)
 	}
+	for range r.IntN(3) {
+		e.Metadata = append(e.Metadata, randomString(r), randomString(r))
+	}
+	if r.IntN(3) == 0 {
+		e.Caller = &Identity{Kind: uint32(randomUint64(r)), Name: randomString(r), Rights: uint32(randomUint64(r)), Credential: uint32(randomUint64(r))}
+	}
 	if n := r.IntN(4); n > 0 {
 		e.Payload = make([]byte, r.IntN(n*100))
 		for i := range e.Payload {
@@ -198,6 +237,7 @@ func TestWireProtoSchema(t *testing.T) {
 		"kind": 1, "call_id": 2, "grain_type": 3, "grain_key": 4, "method_id": 5, "payload": 6,
 		"placement_hint": 7, "budget_nanos": 8, "cancellable": 9, "timeout_nanos": 10,
 		"status": 11, "error": 12, "hops": 13, "from_silo": 14, "error_code": 15, "error_details": 16, "moved_to": 17,
+		"metadata": 18, "caller": 19,
 	}
 	assert.Equal(t, len(fields), md.Fields().Len())
 	for name, num := range fields {

@@ -91,6 +91,8 @@ const (
 	fieldErrorCode     protowire.Number = 15
 	fieldErrorDetails  protowire.Number = 16
 	fieldMovedTo       protowire.Number = 17
+	fieldMetadata      protowire.Number = 18
+	fieldCaller        protowire.Number = 19
 )
 
 // fieldTypes is the wire type of each known field, indexed by field number.
@@ -112,6 +114,8 @@ var fieldTypes = [...]protowire.Type{
 	fieldErrorCode:     protowire.VarintType,
 	fieldErrorDetails:  protowire.BytesType,
 	fieldMovedTo:       protowire.BytesType,
+	fieldMetadata:      protowire.BytesType,
+	fieldCaller:        protowire.BytesType,
 }
 
 // tag is the one-byte tag of a field numbered below 16: every field but
@@ -119,12 +123,57 @@ var fieldTypes = [...]protowire.Type{
 // movedToTag).
 func tag(num protowire.Number, typ protowire.Type) byte { return byte(num)<<3 | byte(typ) }
 
-// detailsTag and movedToTag are the tags of fields 16 and 17,
-// length-delimited.
+// detailsTag, movedToTag, metadataTag and callerTag are the tags of
+// fields 16 to 19, length-delimited.
 var (
-	detailsTag = protowire.AppendTag(nil, fieldErrorDetails, protowire.BytesType)
-	movedToTag = protowire.AppendTag(nil, fieldMovedTo, protowire.BytesType)
+	detailsTag  = protowire.AppendTag(nil, fieldErrorDetails, protowire.BytesType)
+	movedToTag  = protowire.AppendTag(nil, fieldMovedTo, protowire.BytesType)
+	metadataTag = protowire.AppendTag(nil, fieldMetadata, protowire.BytesType)
+	callerTag   = protowire.AppendTag(nil, fieldCaller, protowire.BytesType)
 )
+
+// The limits of a call's metadata: how many entries, and how many bytes
+// of keys and values together. They keep what a caller can make a silo
+// hold for one request small beside the request itself; a request over
+// either is refused with BAD_REQUEST.
+const (
+	MaxMetadataEntries = 32
+	MaxMetadataBytes   = 8 << 10
+)
+
+// ErrMetadataTooLarge is wrapped by the error of CheckMetadata, and of a
+// decode that met more metadata than MaxMetadataEntries or
+// MaxMetadataBytes allow: the envelope is well-formed, and the request it
+// carries is refused alone.
+var ErrMetadataTooLarge = errors.New("wire: call metadata over its limits")
+
+// CheckMetadata reports whether pairs (key, value, key, value...) are
+// within the metadata limits, and whether they are pairs at all.
+func CheckMetadata(pairs []string) error {
+	if len(pairs)%2 != 0 {
+		return fmt.Errorf("%w: %d strings, not key and value pairs", ErrMetadataTooLarge, len(pairs))
+	}
+	if n := len(pairs) / 2; n > MaxMetadataEntries {
+		return fmt.Errorf("%w: %d entries, at most %d", ErrMetadataTooLarge, n, MaxMetadataEntries)
+	}
+	size := 0
+	for _, s := range pairs {
+		size += len(s)
+	}
+	if size > MaxMetadataBytes {
+		return fmt.Errorf("%w: %d bytes of keys and values, at most %d", ErrMetadataTooLarge, size, MaxMetadataBytes)
+	}
+	return nil
+}
+
+// Identity is who made a call, as an envelope carries it between silos
+// (wire.proto's Identity); actor.Identity is what grains see of it.
+type Identity struct {
+	Kind       uint32
+	Name       string
+	Rights     uint32
+	Credential uint32
+}
 
 // Envelope is one message on the wire. Which fields are meaningful depends on
 // Kind: a request uses the grain and call fields, a reply uses Status, Error and
@@ -150,6 +199,9 @@ type Envelope struct {
 	ErrorCode    uint32   // the grain's own code, with StatusAppError
 	ErrorDetails [][]byte // encoded google.protobuf.Any values, with StatusAppError; alias the input after Unmarshal
 	MovedTo      string   // on a relayed reply: the silo that hosts the grain, when the sender thought otherwise
+
+	Metadata []string  // the caller's metadata, key and value pairs in order; within MaxMetadataEntries and MaxMetadataBytes after a decode
+	Caller   *Identity // who made a relayed call; nil when not given
 }
 
 // Reset clears every field, dropping references to any decoded frame.
@@ -273,7 +325,71 @@ func (e *Envelope) appendTail(b []byte) []byte {
 		b = appendVarint(b, uint64(len(e.MovedTo)))
 		b = append(b, e.MovedTo...)
 	}
+	if len(e.Metadata) != 0 {
+		b = appendMetadata(b, e.Metadata)
+	}
+	if e.Caller != nil {
+		b = appendCaller(b, e.Caller)
+	}
 	return b
+}
+
+// appendMetadata appends each pair as a MetadataEntry; an odd last string
+// is a key without a value.
+func appendMetadata(b []byte, pairs []string) []byte {
+	for i := 0; i < len(pairs); i += 2 {
+		k, v := pairs[i], ""
+		if i+1 < len(pairs) {
+			v = pairs[i+1]
+		}
+		b = append(b, metadataTag...)
+		b = appendVarint(b, uint64(sizeString(k)+sizeString(v)))
+		if k != "" {
+			b = appendString(b, 1, k)
+		}
+		if v != "" {
+			b = appendString(b, 2, v)
+		}
+	}
+	return b
+}
+
+func appendCaller(b []byte, c *Identity) []byte {
+	size := sizeVarintField(uint64(c.Kind)) + sizeString(c.Name) + sizeVarintField(uint64(c.Rights)) + sizeVarintField(uint64(c.Credential))
+	b = append(b, callerTag...)
+	b = appendVarint(b, uint64(size))
+	if c.Kind != 0 {
+		b = append(b, tag(1, protowire.VarintType))
+		b = appendVarint(b, uint64(c.Kind))
+	}
+	if c.Name != "" {
+		b = appendString(b, 2, c.Name)
+	}
+	if c.Rights != 0 {
+		b = append(b, tag(3, protowire.VarintType))
+		b = appendVarint(b, uint64(c.Rights))
+	}
+	if c.Credential != 0 {
+		b = append(b, tag(4, protowire.VarintType))
+		b = appendVarint(b, uint64(c.Credential))
+	}
+	return b
+}
+
+// sizeString is the size of a string field numbered below 16, 0 when empty.
+func sizeString(s string) int {
+	if s == "" {
+		return 0
+	}
+	return 1 + protowire.SizeBytes(len(s))
+}
+
+// sizeVarintField is the size of a varint field numbered below 16, 0 when zero.
+func sizeVarintField(v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return 1 + protowire.SizeVarint(v)
 }
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
@@ -302,6 +418,7 @@ func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
 		return nil
 	}
 	*e = Envelope{}
+	metadataBytes := 0
 	for len(b) > 0 {
 		var num protowire.Number
 		var typ protowire.Type
@@ -375,6 +492,18 @@ func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
 				e.ErrorDetails = append(e.ErrorDetails, v[:len(v):len(v)])
 				break
 			}
+			if num == fieldMetadata {
+				if err := e.decodeMetadataEntry(v, &metadataBytes); err != nil {
+					return err
+				}
+				break
+			}
+			if num == fieldCaller {
+				if err := e.decodeCaller(v, d); err != nil {
+					return err
+				}
+				break
+			}
 			var str string
 			switch num {
 			case fieldGrainType:
@@ -407,6 +536,127 @@ func (e *Envelope) decode(b []byte, in *Interner, d *Decoder) error {
 			}
 		}
 		b = b[n:]
+	}
+	return nil
+}
+
+// decodeMetadataEntry appends the key and value of one MetadataEntry,
+// refusing an entry past the limits before copying its strings, so that a
+// hostile frame makes the decoder hold no more than the limits allow.
+func (e *Envelope) decodeMetadataEntry(b []byte, total *int) error {
+	var key, value []byte
+	valid := true
+	err := decodeMessage(b, fieldMetadata, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) {
+		switch {
+		case typ != protowire.BytesType:
+		case num == 1:
+			key, valid = v, valid && utf8.Valid(v)
+		case num == 2:
+			value, valid = v, valid && utf8.Valid(v)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !valid { // every occurrence is checked, as protobuf-go checks them
+		return malformed(fmt.Sprintf("field %d: invalid UTF-8", fieldMetadata))
+	}
+	if n := len(e.Metadata)/2 + 1; n > MaxMetadataEntries {
+		return fmt.Errorf("%w: more than %d entries", ErrMetadataTooLarge, MaxMetadataEntries)
+	}
+	if *total += len(key) + len(value); *total > MaxMetadataBytes {
+		return fmt.Errorf("%w: more than %d bytes of keys and values", ErrMetadataTooLarge, MaxMetadataBytes)
+	}
+	e.Metadata = append(e.Metadata, string(key), string(value))
+	return nil
+}
+
+// decodeCaller decodes the caller field, v, into e.Caller: through d, when
+// d is set, so that requests naming one caller share one Identity. A
+// field repeated merges into the first, as protobuf-go merges a message
+// field, on a copy of its own.
+func (e *Envelope) decodeCaller(v []byte, d *Decoder) error {
+	if e.Caller == nil && d != nil && d.caller != nil && string(v) == d.callerBytes {
+		e.Caller = d.caller
+		return nil
+	}
+	c := new(Identity)
+	if e.Caller != nil {
+		*c = *e.Caller
+	}
+	if err := c.decode(v); err != nil {
+		return err
+	}
+	if e.Caller == nil && d != nil {
+		d.caller, d.callerBytes = c, string(v)
+	}
+	e.Caller = c
+	return nil
+}
+
+// decode merges an encoded Identity into c.
+func (c *Identity) decode(b []byte) error {
+	var name []byte
+	named, valid := false, true
+	err := decodeMessage(b, fieldCaller, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) {
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			c.Kind = uint32(x)
+		case num == 2 && typ == protowire.BytesType:
+			name, named, valid = v, true, valid && utf8.Valid(v)
+		case num == 3 && typ == protowire.VarintType:
+			c.Rights = uint32(x)
+		case num == 4 && typ == protowire.VarintType:
+			c.Credential = uint32(x)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !valid {
+		return malformed(fmt.Sprintf("field %d: invalid UTF-8", fieldCaller))
+	}
+	if named {
+		c.Name = string(name)
+	}
+	return nil
+}
+
+// decodeMessage walks the fields of a nested message, calling field with
+// each length-delimited field's bytes or each varint's value; it skips
+// the other wire types. An error names the enclosing field, outer.
+func decodeMessage(b []byte, outer protowire.Number, field func(num protowire.Number, typ protowire.Type, v []byte, x uint64)) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return malformedField(outer, protowire.ParseError(n))
+		}
+		if num > protowire.MaxValidNumber {
+			return malformed(fmt.Sprintf("field %d: field number out of range", outer))
+		}
+		b = b[n:]
+		switch typ {
+		case protowire.VarintType:
+			x, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return malformedField(outer, protowire.ParseError(n))
+			}
+			field(num, typ, nil, x)
+			b = b[n:]
+		case protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return malformedField(outer, protowire.ParseError(n))
+			}
+			field(num, typ, v, 0)
+			b = b[n:]
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return malformedField(outer, protowire.ParseError(n))
+			}
+			b = b[n:]
+		}
 	}
 	return nil
 }
@@ -487,13 +737,18 @@ type Decoder struct {
 	in       *Interner
 	lastType string
 	keys     [keySets][2]string // per set, the most recently remembered first
+	// The caller a relaying silo named last, and its encoding: an
+	// Identity the envelopes share, which must not be modified.
+	caller      *Identity
+	callerBytes string
 }
 
 // NewDecoder returns a decoder that interns through in (which may be nil).
 func NewDecoder(in *Interner) *Decoder { return &Decoder{in: in} }
 
 // Decode is e.Unmarshal(b) through d: the same result, with known strings
-// shared instead of copied. Payload aliases b.
+// shared instead of copied, and a Caller equal to the last one shared with
+// the envelope it came in, so it must not be modified. Payload aliases b.
 func (d *Decoder) Decode(b []byte, e *Envelope) error { return e.decode(b, d.in, d) }
 
 // fastRequest decodes b into e when b is a request laid out as AppendTo
@@ -618,6 +873,14 @@ func (d *Decoder) fastRequest(b []byte, e *Envelope) bool {
 		}
 		r.FromSilo = x != 0
 		b = b[1+n:]
+	}
+	if len(b) > 2 && b[0] == callerTag[0] && b[1] == callerTag[1] {
+		// A relayed request: only the caller the decoder knows already.
+		if v, n = consumeBytes(b[2:]); n < 0 || d.caller == nil || string(v) != d.callerBytes {
+			return false
+		}
+		r.Caller = d.caller
+		b = b[2+n:]
 	}
 	if len(b) != 0 {
 		return false

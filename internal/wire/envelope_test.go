@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -328,6 +329,31 @@ func BenchmarkDecoderDecodeCall(b *testing.B) {
 	}
 }
 
+// BenchmarkDecoderDecodeRelayed is BenchmarkDecoderDecodeCall for a request
+// a silo relays, naming its caller, and one that carries metadata.
+func BenchmarkDecoderDecodeRelayed(b *testing.B) {
+	base := Envelope{Kind: KindRequest, CallID: 123456, GrainType: "example.Counter", GrainKey: "key-0",
+		MethodID: 0x9abcdef1, Payload: []byte{0x08, 0x01}, Budget: 24 * time.Second, Timeout: 30 * time.Second}
+	relayed := base
+	relayed.Hops, relayed.FromSilo, relayed.Caller = 1, true, &Identity{Kind: 1, Name: "checkout", Credential: 1}
+	withMetadata := base
+	withMetadata.Metadata = []string{"tenant", "acme", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	for name, req := range map[string]Envelope{"caller": relayed, "metadata": withMetadata} {
+		b.Run(name, func(b *testing.B) {
+			frame := req.AppendTo(nil)
+			dec := NewDecoder(NewInterner(req.GrainType))
+			var e Envelope
+			if err := dec.Decode(frame, &e); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = dec.Decode(frame, &e)
+			}
+		})
+	}
+}
+
 // The decoder's fast path takes ordinary requests for grains it knows and
 // decodes them exactly as Unmarshal does; anything else (an unknown key,
 // fields out of order or repeated, a hint it does not intern) goes the
@@ -345,6 +371,9 @@ func TestFastRequestMatchesUnmarshal(t *testing.T) {
 	v = base
 	v.PlacementHint = "silo-9"
 	variants["hint not interned"] = v
+	v = base
+	v.Hops, v.FromSilo, v.Caller = 1, true, &Identity{Kind: 1, Name: "checkout", Credential: 1}
+	variants["relayed, with its caller"] = v
 
 	for name, env := range variants {
 		t.Run(name, func(t *testing.T) {
@@ -373,6 +402,10 @@ func TestFastRequestMatchesUnmarshal(t *testing.T) {
 		"truncated":        known[:len(known)-1],
 		"unknown key":      (&Envelope{Kind: KindRequest, CallID: 2, GrainType: base.GrainType, GrainKey: "other", MethodID: 1}).AppendTo(nil),
 		"reply":            (&Envelope{Kind: KindReply, CallID: 2}).AppendTo(nil),
+		"metadata": (&Envelope{Kind: KindRequest, CallID: 2, GrainType: base.GrainType, GrainKey: base.GrainKey, MethodID: 1,
+			Metadata: []string{"tenant", "acme"}}).AppendTo(nil),
+		"a caller not seen before": (&Envelope{Kind: KindRequest, CallID: 2, GrainType: base.GrainType, GrainKey: base.GrainKey, MethodID: 1,
+			Caller: &Identity{Kind: 2, Name: "silo-3"}}).AppendTo(nil),
 	} {
 		var e Envelope
 		assert.False(t, dec.fastRequest(frame, &e), name)
@@ -405,4 +438,68 @@ func TestSalvageReadsTheCallOfAFrameWithBadContents(t *testing.T) {
 		_, _, ok := Salvage(broken)
 		assert.False(t, ok, "% x", broken)
 	}
+}
+
+// TestMetadataLimits checks that a request's metadata is accepted up to
+// each limit and refused one past it, by the decoder (as a request to
+// refuse alone, not a malformed frame) and by CheckMetadata alike.
+func TestMetadataLimits(t *testing.T) {
+	pairs := func(n, valueLen int) []string {
+		var md []string
+		for i := range n {
+			md = append(md, fmt.Sprintf("k%02d", i), strings.Repeat("v", valueLen))
+		}
+		return md
+	}
+	perEntry := (MaxMetadataBytes - 3*MaxMetadataEntries) / MaxMetadataEntries // fills the byte limit exactly
+	for _, tc := range []struct {
+		name string
+		md   []string
+		ok   bool
+	}{
+		{"entries at the limit", pairs(MaxMetadataEntries, 1), true},
+		{"one entry too many", pairs(MaxMetadataEntries+1, 1), false},
+		{"bytes at the limit", pairs(MaxMetadataEntries, perEntry), true},
+		{"one byte too many", append(pairs(MaxMetadataEntries-1, perEntry), "k31", strings.Repeat("v", perEntry+1)), false},
+		{"one large value", []string{"k", strings.Repeat("v", MaxMetadataBytes)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := Envelope{Kind: KindRequest, CallID: 5, GrainType: "g", GrainKey: "k", Metadata: tc.md}
+			b := e.AppendTo(nil)
+			var got Envelope
+			err := NewDecoder(NewInterner("g")).Decode(b, &got)
+			if tc.ok {
+				require.NoError(t, err)
+				require.NoError(t, CheckMetadata(tc.md))
+				require.Equal(t, tc.md, got.Metadata)
+				return
+			}
+			require.ErrorIs(t, err, ErrMetadataTooLarge)
+			require.NotErrorIs(t, err, ErrMalformed)
+			require.ErrorIs(t, CheckMetadata(tc.md), ErrMetadataTooLarge)
+			kind, id, ok := Salvage(b)
+			require.True(t, ok)
+			require.Equal(t, KindRequest, kind)
+			require.Equal(t, uint64(5), id)
+		})
+	}
+	require.ErrorIs(t, CheckMetadata([]string{"odd"}), ErrMetadataTooLarge)
+}
+
+// TestCallerRoundTrip checks that a relayed request's caller survives
+// encoding, and that a request without one decodes with none.
+func TestCallerRoundTrip(t *testing.T) {
+	e := sampleRequest()
+	e.Caller = &Identity{Kind: 1, Name: "billing", Rights: 1, Credential: 2}
+	e.Metadata = []string{"tenant", "acme"}
+	var got Envelope
+	dec := NewDecoder(NewInterner(e.GrainType, e.PlacementHint))
+	require.NoError(t, dec.Decode(e.AppendTo(nil), &got))
+	require.Equal(t, *e.Caller, *got.Caller)
+	require.Equal(t, e.Metadata, got.Metadata)
+
+	plain := sampleRequest()
+	require.NoError(t, dec.Decode(plain.AppendTo(nil), &got))
+	require.Nil(t, got.Caller)
+	require.Nil(t, got.Metadata)
 }

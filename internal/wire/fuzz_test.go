@@ -25,6 +25,19 @@ func FuzzEnvelopeUnmarshal(f *testing.F) {
 	f.Add([]byte{0x08, 0x01, 0x10, 0x07, 0x22, 0x01, 0xff}) // a request whose key is not UTF-8
 	f.Add([]byte{0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) // truncated varint
 	f.Add([]byte{0xf8, 0xff, 0xff, 0xff, 0x0f, 0x01})       // large field number
+	withMetadata := sampleRequest()
+	withMetadata.Metadata = []string{"tenant", "acme", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	withMetadata.Caller = &Identity{Kind: 1, Name: "billing", Rights: 1, Credential: 1}
+	f.Add(withMetadata.AppendTo(nil))
+	f.Add([]byte{0x92, 0x01, 0x03, 0x0a, 0x01, 0xff})                         // a metadata key that is not UTF-8
+	f.Add([]byte{0x92, 0x01, 0x02, 0x18, 0x01, 0x92, 0x01, 0x00})             // an entry with an unknown field, and an empty one
+	f.Add([]byte{0x9a, 0x01, 0x02, 0x08, 0x01, 0x9a, 0x01, 0x02, 0x18, 0x01}) // a caller in two parts, merged
+	f.Add([]byte{0x9a, 0x01, 0x02, 0x08})                                     // a caller cut short
+	over := Envelope{Kind: KindRequest, CallID: 9}
+	for range MaxMetadataEntries + 1 {
+		over.Metadata = append(over.Metadata, "k", "v")
+	}
+	f.Add(over.AppendTo(nil))
 
 	md := envelopeDescriptor(f)
 	// One decoder for every input, as on a connection: what it remembers
@@ -49,12 +62,22 @@ func FuzzEnvelopeUnmarshal(f *testing.F) {
 		}
 		m := dynamicpb.NewMessage(md)
 		refErr := proto.Unmarshal(b, m)
+		if errors.Is(err, ErrMetadataTooLarge) {
+			// The one place we refuse what protobuf-go accepts, on purpose:
+			// the metadata is over its limits.
+			require.NoError(t, refErr)
+			md := fromDynamic(m).Metadata
+			require.Error(t, CheckMetadata(md), "refused metadata within the limits: %d strings", len(md))
+			require.True(t, salvaged, "a request over the metadata limits is refused alone")
+			return
+		}
 		if err != nil {
 			require.True(t, errors.Is(err, ErrMalformed), "%v", err)
 			require.Error(t, refErr, "protobuf-go accepts what we reject: %v", err)
 			return
 		}
 		require.NoError(t, refErr, "we accept what protobuf-go rejects")
+		require.NoError(t, CheckMetadata(e.Metadata), "accepted metadata over the limits")
 		require.Equal(t, fromDynamic(m), normalized(e))
 
 		first := e.AppendTo(nil)

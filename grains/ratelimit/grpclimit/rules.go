@@ -105,7 +105,8 @@ func ByPeer(config string) Rule {
 
 // ByMetadata limits each value of the incoming metadata key (a header for
 // connect-go) with the configuration called config; calls without it
-// pass the rule. The rule is named after the key unless renamed.
+// pass the rule. The rule is named config:key (lower-cased) unless
+// renamed, so that rules of one configuration on two keys differ.
 func ByMetadata(config, key string) Rule {
 	key = strings.ToLower(key)
 	return Rule{name: config + ":" + key, config: config, kind: kindMetadata, key: func(_ context.Context, c *Call) (string, bool) {

@@ -20,7 +20,7 @@ import (
 // Acquire.
 func (s *service) TryAcquire(ctx context.Context, req *connect.Request[apiv1.AcquireRequest]) (*connect.Response[apiv1.AcquireResponse], error) {
 	m := req.Msg
-	alg, o, err := s.withOptions(m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
+	alg, o, err := s.withOptions(ctx, m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
 	if err != nil {
 		return nil, codeOf(err)
 	}
@@ -81,7 +81,7 @@ func (s *service) AcquireMany(ctx context.Context, req *connect.Request[apiv1.Ac
 	}
 	acquisitions := make([]ratelimit.Acquisition, len(reqs))
 	for i, m := range reqs {
-		alg, o, err := s.withOptions(m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
+		alg, o, err := s.withOptions(ctx, m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
 		if err != nil {
 			return nil, codeOf(fmt.Errorf("acquisition %d: %w", i, err))
 		}

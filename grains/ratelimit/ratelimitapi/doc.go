@@ -30,8 +30,9 @@
 // its response timeout) with a rejected lease, reason "Lease not
 // acquired". Errors carry connect codes: invalid_argument for bad
 // requests and options, not_found for an unknown configuration,
-// permission_denied for changes when Options.DisableChanges is set,
-// unavailable when the cluster cannot be reached.
+// permission_denied for changes when Options.DisableChanges is set or,
+// with WithChangeRights, when the caller lacks the admin right (the error
+// names it), unavailable when the cluster cannot be reached.
 //
 // docs/ratelimit.md has a curl example of every call.
 package ratelimitapi

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/grains/ratelimit/internal/retryafter"
 	"github.com/granary-go/granary/grains/ratelimit/limiter"
@@ -27,6 +28,15 @@ var (
 	// errChangesDisabled answers a change with Options.DisableChanges
 	// (PermissionDenied).
 	errChangesDisabled = errors.New("ratelimitapi: changes need the admin right, which this server does not grant")
+	// errNoRight answers a change whose caller lacks the admin right
+	// (PermissionDenied).
+	errNoRight = errors.New("ratelimitapi: permission denied")
+)
+
+// The reasons a change is refused, as WithRefusals is told them.
+const (
+	RefusedChangesDisabled = "changes_disabled" // Options.DisableChanges
+	RefusedNoAdminRight    = "no_admin_right"   // WithChangeRights: the caller lacks actor.RightAdmin
 )
 
 // compressMinBytes is the smallest reply the service compresses, when
@@ -86,6 +96,25 @@ type Option func(*deps)
 
 type deps struct {
 	handlerOptions []connect.HandlerOption
+	rights         func(ctx context.Context) actor.Rights
+	refused        func(reason string)
+}
+
+// WithChangeRights makes every change (the calls Options.DisableChanges
+// lists) need actor.RightAdmin of rights(ctx): the rights of the
+// request's caller, which a middleware in front of the handler
+// established (from a bearer token, a client certificate) and put in the
+// request's context. A change refused for lack of it answers
+// PermissionDenied, naming the right. Without it, every caller may change
+// what DisableChanges leaves open.
+func WithChangeRights(rights func(ctx context.Context) actor.Rights) Option {
+	return func(d *deps) { d.rights = rights }
+}
+
+// WithRefusals has refused told of each change the service refuses, with
+// its reason (RefusedChangesDisabled, RefusedNoAdminRight), to count it.
+func WithRefusals(refused func(reason string)) Option {
+	return func(d *deps) { d.refused = refused }
 }
 
 // WithHandlerOptions adds connect handler options, such as interceptors
@@ -116,7 +145,7 @@ func NewHandler(caller proxy.Caller, configs *ratelimit.Configs, opts Options, o
 	if caller == nil {
 		return "", nil, fmt.Errorf("%w: no caller", ErrInvalidOptions)
 	}
-	svc := &service{caller: caller, configs: configs, opts: opts}
+	svc := &service{caller: caller, configs: configs, opts: opts, rights: d.rights, refused: d.refused}
 	handlerOpts := append([]connect.HandlerOption{
 		connect.WithReadMaxBytes(opts.MaxRequestBytes),
 		// Compressing replies of a few dozen bytes costs more than it
@@ -133,6 +162,8 @@ type service struct {
 	caller  proxy.Caller
 	configs *ratelimit.Configs
 	opts    Options
+	rights  func(ctx context.Context) actor.Rights // nil: changes need no right
+	refused func(reason string)                    // nil: refusals are not counted
 }
 
 var _ ratelimitv1connect.RateLimitServiceHandler = (*service)(nil)
@@ -156,7 +187,7 @@ func (s *service) limiterOf(a apiv1.Algorithm, key string) (algorithm, error) {
 // withOptions resolves a request's algorithm, key, configuration name and
 // explicit options: the algorithm (said, or implied by the options or the
 // configuration) and the options to apply, nil for none.
-func (s *service) withOptions(a apiv1.Algorithm, key, config string, o *apiv1.Options) (algorithm, *apiv1.Options, error) {
+func (s *service) withOptions(ctx context.Context, a apiv1.Algorithm, key, config string, o *apiv1.Options) (algorithm, *apiv1.Options, error) {
 	switch {
 	case config != "" && o != nil:
 		return nil, nil, fmt.Errorf("%w: config and options both given", errInvalid)
@@ -168,8 +199,8 @@ func (s *service) withOptions(a apiv1.Algorithm, key, config string, o *apiv1.Op
 		if a != apiv1.Algorithm_ALGORITHM_UNSPECIFIED && a != implied {
 			return nil, nil, fmt.Errorf("%w: %v options for a %v limiter", errInvalid, implied, a)
 		}
-		if s.opts.DisableChanges {
-			return nil, nil, fmt.Errorf("%w: explicit options", errChangesDisabled)
+		if err := s.change(ctx, "Acquire with explicit options"); err != nil {
+			return nil, nil, err
 		}
 		if err := checkOptions(o); err != nil {
 			return nil, nil, err
@@ -200,19 +231,35 @@ func (s *service) withOptions(a apiv1.Algorithm, key, config string, o *apiv1.Op
 	return alg, nil, err
 }
 
-// change refuses a change when changes are disabled.
-func (s *service) change(what string) error {
+// change refuses a change when changes are disabled, or when its caller
+// lacks the admin right they need.
+func (s *service) change(ctx context.Context, what string) error {
 	if s.opts.DisableChanges {
+		s.refuse(RefusedChangesDisabled)
 		return fmt.Errorf("%w: %s", errChangesDisabled, what)
 	}
+	if s.rights == nil {
+		return nil
+	}
+	if have := s.rights(ctx); !have.Has(actor.RightAdmin) {
+		s.refuse(RefusedNoAdminRight)
+		return fmt.Errorf("%w: %s requires the %v right, which the request's credential does not grant (it grants %v): send a token that has it as Authorization: Bearer, or a client certificate that has it",
+			errNoRight, what, actor.RightAdmin, have)
+	}
 	return nil
+}
+
+func (s *service) refuse(reason string) {
+	if s.refused != nil {
+		s.refused(reason)
+	}
 }
 
 // Acquire takes permits; a rejection is a response whose acquired is
 // false, with a Retry-After header.
 func (s *service) Acquire(ctx context.Context, req *connect.Request[apiv1.AcquireRequest]) (*connect.Response[apiv1.AcquireResponse], error) {
 	m := req.Msg
-	alg, o, err := s.withOptions(m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
+	alg, o, err := s.withOptions(ctx, m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
 	if err != nil {
 		return nil, codeOf(err)
 	}
@@ -264,10 +311,10 @@ func (s *service) Statistics(ctx context.Context, req *connect.Request[apiv1.Sta
 // Configure replaces a limiter's options.
 func (s *service) Configure(ctx context.Context, req *connect.Request[apiv1.ConfigureRequest]) (*connect.Response[apiv1.ConfigureResponse], error) {
 	m := req.Msg
-	if err := s.change("Configure"); err != nil {
+	if err := s.change(ctx, "Configure"); err != nil {
 		return nil, codeOf(err)
 	}
-	alg, o, err := s.withOptions(m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
+	alg, o, err := s.withOptions(ctx, m.GetAlgorithm(), m.GetKey(), m.GetConfig(), m.GetOptions())
 	if err != nil {
 		return nil, codeOf(err)
 	}
@@ -325,7 +372,7 @@ func (s *service) TryReplenish(ctx context.Context, req *connect.Request[apiv1.T
 
 // limiterCall runs a change on the limiter a request names.
 func (s *service) limiterCall(ctx context.Context, what string, a apiv1.Algorithm, key string, call func(ratelimit.Limiter, context.Context) error) error {
-	if err := s.change(what); err != nil {
+	if err := s.change(ctx, what); err != nil {
 		return codeOf(err)
 	}
 	alg, err := s.limiterOf(a, key)
@@ -348,7 +395,7 @@ func codeOf(err error) error {
 		code = connect.CodeInvalidArgument
 	case errors.Is(err, ratelimit.ErrConfigNotFound):
 		code = connect.CodeNotFound
-	case errors.Is(err, errChangesDisabled):
+	case errors.Is(err, errChangesDisabled), errors.Is(err, errNoRight):
 		code = connect.CodePermissionDenied
 	case errors.Is(err, context.Canceled):
 		code = connect.CodeCanceled

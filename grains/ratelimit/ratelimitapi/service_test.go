@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/grains/ratelimit/ratelimitapi"
@@ -226,4 +228,59 @@ func TestEveryCallOverGRPC(t *testing.T) {
 
 	_, err = c.Acquire(ctx, connect.NewRequest(&apiv1.AcquireRequest{Key: "g", Config: "missing"}))
 	assert.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "errors carry their codes over gRPC too")
+}
+
+// testRightsKey carries a test caller's rights in its request's context.
+type testRightsKey struct{}
+
+// With WithChangeRights, a change needs the admin right of its caller:
+// one without is refused with permission_denied naming the right, the
+// refusal is counted and changes nothing; one with it changes the
+// limiter. Acquisitions under the limiter's options need no right.
+func TestChangesNeedTheCallersAdminRight(t *testing.T) {
+	var refusals atomic.Int64
+	// Stands for the binary's middleware: the rights a request's
+	// credential grants, from a header.
+	fromHeader := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			r, err := actor.ParseRights(req.Header().Get("X-Test-Rights"))
+			if err != nil {
+				return nil, err
+			}
+			return next(context.WithValue(ctx, testRightsKey{}, r), req)
+		}
+	})
+	e := newEnv(t, envConfig{handlers: []ratelimitapi.Option{
+		ratelimitapi.WithHandlerOptions(connect.WithInterceptors(fromHeader)),
+		ratelimitapi.WithChangeRights(func(ctx context.Context) actor.Rights { r, _ := ctx.Value(testRightsKey{}).(actor.Rights); return r }),
+		ratelimitapi.WithRefusals(func(reason string) {
+			assert.Equal(t, ratelimitapi.RefusedNoAdminRight, reason)
+			refusals.Add(1)
+		}),
+	}})
+	key := `"algorithm":"ALGORITHM_CONCURRENCY","key":"k"`
+	changes := map[string]string{
+		"Configure":    `{` + key + `,"options":{"concurrency":{"permitLimit":5}}}`,
+		"Reset":        `{` + key + `}`,
+		"DeleteState":  `{` + key + `}`,
+		"TryReplenish": `{"algorithm":"ALGORITHM_TOKEN_BUCKET","key":"k"}`,
+		"Acquire":      `{` + key + `,"options":{"concurrency":{"permitLimit":5}}}`,
+	}
+	for method, body := range changes {
+		r, err := e.post(context.Background(), method, body)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusForbidden, r.status, "%s: %s", method, r.raw)
+		assert.Equal(t, "permission_denied", r.body["code"], method)
+		assert.Contains(t, r.body["message"], "admin right", method)
+	}
+	assert.EqualValues(t, len(changes), refusals.Load())
+	before := e.ok("GetConfiguration", `{`+key+`}`)
+	assert.Equal(t, true, e.ok("Acquire", `{`+key+`}`)["acquired"], "acquiring under the limiter's options needs no right")
+
+	r, err := e.post(context.Background(), "Configure", changes["Configure"], "X-Test-Rights", "admin")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	after := e.ok("GetConfiguration", `{`+key+`}`)
+	assert.NotEqual(t, before, after, "the admin's change took")
+	assert.EqualValues(t, len(changes), refusals.Load(), "the admin was not refused")
 }

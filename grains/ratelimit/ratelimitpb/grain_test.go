@@ -52,6 +52,10 @@ func (stub[P, R]) DeleteState(context.Context, *DeleteStateRequest) (*DeleteStat
 func (stub[P, R]) TryReplenish(context.Context, *TryReplenishRequest) (*TryReplenishReply, error) {
 	return nil, nil
 }
+func (stub[P, R]) LeaseQuota(context.Context, *QuotaRequest) (*QuotaReply, error) { return nil, nil }
+func (stub[P, R]) ReturnQuota(context.Context, *ReturnQuotaRequest) (*ReturnQuotaReply, error) {
+	return nil, nil
+}
 
 // TestReferencesCallTheirMethodsAndTheServicesDispatchThem checks the
 // generated code of each service against its contract: every reference

@@ -1680,6 +1680,306 @@ func (x *RenewReply) GetUnknown() []uint64 {
 	return nil
 }
 
+// QuotaRequest asks a time-based limiter for a slice of its quota: permits
+// charged at once, which the holder answers acquisitions with, locally,
+// until the slice's interval ends (leased quota, see docs/ratelimit.md).
+type QuotaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// holder identifies the asking holder, for the fair share: random,
+	// chosen by the holder.
+	Holder uint64 `protobuf:"varint,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	// rate is the holder's recent demand, in permits per second.
+	Rate int64 `protobuf:"varint,2,opt,name=rate,proto3" json:"rate,omitempty"`
+	// need is the permits of the acquisition that made the holder ask.
+	Need int64 `protobuf:"varint,3,opt,name=need,proto3" json:"need,omitempty"`
+	// options, when set, is the holder's bound options, encoded as the
+	// algorithm's options message: a grain whose options differ grants no
+	// slice, so that the holder's next acquisition reconfigures it.
+	Options       []byte `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaRequest) Reset() {
+	*x = QuotaRequest{}
+	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaRequest) ProtoMessage() {}
+
+func (x *QuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaRequest.ProtoReflect.Descriptor instead.
+func (*QuotaRequest) Descriptor() ([]byte, []int) {
+	return file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *QuotaRequest) GetHolder() uint64 {
+	if x != nil {
+		return x.Holder
+	}
+	return 0
+}
+
+func (x *QuotaRequest) GetRate() int64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *QuotaRequest) GetNeed() int64 {
+	if x != nil {
+		return x.Need
+	}
+	return 0
+}
+
+func (x *QuotaRequest) GetOptions() []byte {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+// QuotaReply is a slice, or the reason there is none.
+type QuotaReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// slice_id names the slice, for ReturnQuota; 0 when permits is 0.
+	SliceId uint64 `protobuf:"varint,1,opt,name=slice_id,json=sliceId,proto3" json:"slice_id,omitempty"`
+	// permits is how many permits the slice holds.
+	Permits int64 `protobuf:"varint,2,opt,name=permits,proto3" json:"permits,omitempty"`
+	// expires_in_nanos is how long the slice may be used, from when the
+	// grain answered: what is left of the interval it was charged in.
+	ExpiresInNanos int64 `protobuf:"varint,3,opt,name=expires_in_nanos,json=expiresInNanos,proto3" json:"expires_in_nanos,omitempty"`
+	// interval_nanos is the length of the limiter's replenishment interval
+	// (the window, the segment, the period).
+	IntervalNanos int64 `protobuf:"varint,4,opt,name=interval_nanos,json=intervalNanos,proto3" json:"interval_nanos,omitempty"`
+	// interval_end_unix_nanos tells intervals apart: when this one ends, by
+	// the grain's clock.
+	IntervalEndUnixNanos int64 `protobuf:"varint,5,opt,name=interval_end_unix_nanos,json=intervalEndUnixNanos,proto3" json:"interval_end_unix_nanos,omitempty"`
+	// exhausted says no permits are left in the interval.
+	Exhausted bool `protobuf:"varint,6,opt,name=exhausted,proto3" json:"exhausted,omitempty"`
+	// queues says the limiter has a queue: acquisitions a slice cannot
+	// cover go to the grain, where they may wait.
+	Queues bool `protobuf:"varint,7,opt,name=queues,proto3" json:"queues,omitempty"`
+	// exact says the grain grants no slices now (acquisitions wait in its
+	// queue, the options differ, replenishment is manual, or the state
+	// could not be stored): acquire per call.
+	Exact         bool `protobuf:"varint,8,opt,name=exact,proto3" json:"exact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaReply) Reset() {
+	*x = QuotaReply{}
+	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaReply) ProtoMessage() {}
+
+func (x *QuotaReply) ProtoReflect() protoreflect.Message {
+	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaReply.ProtoReflect.Descriptor instead.
+func (*QuotaReply) Descriptor() ([]byte, []int) {
+	return file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *QuotaReply) GetSliceId() uint64 {
+	if x != nil {
+		return x.SliceId
+	}
+	return 0
+}
+
+func (x *QuotaReply) GetPermits() int64 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *QuotaReply) GetExpiresInNanos() int64 {
+	if x != nil {
+		return x.ExpiresInNanos
+	}
+	return 0
+}
+
+func (x *QuotaReply) GetIntervalNanos() int64 {
+	if x != nil {
+		return x.IntervalNanos
+	}
+	return 0
+}
+
+func (x *QuotaReply) GetIntervalEndUnixNanos() int64 {
+	if x != nil {
+		return x.IntervalEndUnixNanos
+	}
+	return 0
+}
+
+func (x *QuotaReply) GetExhausted() bool {
+	if x != nil {
+		return x.Exhausted
+	}
+	return false
+}
+
+func (x *QuotaReply) GetQueues() bool {
+	if x != nil {
+		return x.Queues
+	}
+	return false
+}
+
+func (x *QuotaReply) GetExact() bool {
+	if x != nil {
+		return x.Exact
+	}
+	return false
+}
+
+// ReturnQuotaRequest gives back the unused permits of a slice.
+type ReturnQuotaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Holder        uint64                 `protobuf:"varint,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	SliceId       uint64                 `protobuf:"varint,2,opt,name=slice_id,json=sliceId,proto3" json:"slice_id,omitempty"`
+	Unused        int64                  `protobuf:"varint,3,opt,name=unused,proto3" json:"unused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReturnQuotaRequest) Reset() {
+	*x = ReturnQuotaRequest{}
+	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReturnQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReturnQuotaRequest) ProtoMessage() {}
+
+func (x *ReturnQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReturnQuotaRequest.ProtoReflect.Descriptor instead.
+func (*ReturnQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ReturnQuotaRequest) GetHolder() uint64 {
+	if x != nil {
+		return x.Holder
+	}
+	return 0
+}
+
+func (x *ReturnQuotaRequest) GetSliceId() uint64 {
+	if x != nil {
+		return x.SliceId
+	}
+	return 0
+}
+
+func (x *ReturnQuotaRequest) GetUnused() int64 {
+	if x != nil {
+		return x.Unused
+	}
+	return 0
+}
+
+// ReturnQuotaReply says how many permits came back: none once the slice's
+// interval has ended.
+type ReturnQuotaReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Returned      int64                  `protobuf:"varint,1,opt,name=returned,proto3" json:"returned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReturnQuotaReply) Reset() {
+	*x = ReturnQuotaReply{}
+	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReturnQuotaReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReturnQuotaReply) ProtoMessage() {}
+
+func (x *ReturnQuotaReply) ProtoReflect() protoreflect.Message {
+	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReturnQuotaReply.ProtoReflect.Descriptor instead.
+func (*ReturnQuotaReply) Descriptor() ([]byte, []int) {
+	return file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ReturnQuotaReply) GetReturned() int64 {
+	if x != nil {
+		return x.Returned
+	}
+	return 0
+}
+
 // LimiterState is what a limiter grain stores: its snapshot.
 type LimiterState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1706,7 +2006,7 @@ type LimiterState struct {
 
 func (x *LimiterState) Reset() {
 	*x = LimiterState{}
-	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[29]
+	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +2018,7 @@ func (x *LimiterState) String() string {
 func (*LimiterState) ProtoMessage() {}
 
 func (x *LimiterState) ProtoReflect() protoreflect.Message {
-	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[29]
+	mi := &file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +2031,7 @@ func (x *LimiterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimiterState.ProtoReflect.Descriptor instead.
 func (*LimiterState) Descriptor() ([]byte, []int) {
-	return file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDescGZIP(), []int{29}
+	return file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LimiterState) GetConfigured() bool {
@@ -1912,7 +2212,28 @@ const file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDesc = "" +
 	"\tlease_ids\x18\x01 \x03(\x04R\bleaseIds\"&\n" +
 	"\n" +
 	"RenewReply\x12\x18\n" +
-	"\aunknown\x18\x01 \x03(\x04R\aunknown\"\xa7\x03\n" +
+	"\aunknown\x18\x01 \x03(\x04R\aunknown\"h\n" +
+	"\fQuotaRequest\x12\x16\n" +
+	"\x06holder\x18\x01 \x01(\x04R\x06holder\x12\x12\n" +
+	"\x04rate\x18\x02 \x01(\x03R\x04rate\x12\x12\n" +
+	"\x04need\x18\x03 \x01(\x03R\x04need\x12\x18\n" +
+	"\aoptions\x18\x04 \x01(\fR\aoptions\"\x95\x02\n" +
+	"\n" +
+	"QuotaReply\x12\x19\n" +
+	"\bslice_id\x18\x01 \x01(\x04R\asliceId\x12\x18\n" +
+	"\apermits\x18\x02 \x01(\x03R\apermits\x12(\n" +
+	"\x10expires_in_nanos\x18\x03 \x01(\x03R\x0eexpiresInNanos\x12%\n" +
+	"\x0einterval_nanos\x18\x04 \x01(\x03R\rintervalNanos\x125\n" +
+	"\x17interval_end_unix_nanos\x18\x05 \x01(\x03R\x14intervalEndUnixNanos\x12\x1c\n" +
+	"\texhausted\x18\x06 \x01(\bR\texhausted\x12\x16\n" +
+	"\x06queues\x18\a \x01(\bR\x06queues\x12\x14\n" +
+	"\x05exact\x18\b \x01(\bR\x05exact\"_\n" +
+	"\x12ReturnQuotaRequest\x12\x16\n" +
+	"\x06holder\x18\x01 \x01(\x04R\x06holder\x12\x19\n" +
+	"\bslice_id\x18\x02 \x01(\x04R\asliceId\x12\x16\n" +
+	"\x06unused\x18\x03 \x01(\x03R\x06unused\".\n" +
+	"\x10ReturnQuotaReply\x12\x1a\n" +
+	"\breturned\x18\x01 \x01(\x03R\breturned\"\xa7\x03\n" +
 	"\fLimiterState\x12\x1e\n" +
 	"\n" +
 	"configured\x18\x01 \x01(\bR\n" +
@@ -1941,7 +2262,7 @@ const file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDesc = "" +
 	"\tConfigure\x12%.granary.ratelimit.ConcurrencyOptions\x1a!.granary.ratelimit.ConfigureReply\"\x04\x88\x80\x19\x01\x12_\n" +
 	"\rConfiguration\x12'.granary.ratelimit.ConfigurationRequest\x1a%.granary.ratelimit.ConcurrencyOptions\x12M\n" +
 	"\x05Reset\x12\x1f.granary.ratelimit.ResetRequest\x1a\x1d.granary.ratelimit.ResetReply\"\x04\x88\x80\x19\x01\x12_\n" +
-	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x012\xfd\a\n" +
+	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x012\xa6\t\n" +
 	"\x12FixedWindowLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12t\n" +
 	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.FixedWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12\\\n" +
@@ -1955,7 +2276,10 @@ const file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDesc = "" +
 	"\rConfiguration\x12'.granary.ratelimit.ConfigurationRequest\x1a%.granary.ratelimit.FixedWindowOptions\x12M\n" +
 	"\x05Reset\x12\x1f.granary.ratelimit.ResetRequest\x1a\x1d.granary.ratelimit.ResetReply\"\x04\x88\x80\x19\x01\x12_\n" +
 	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x01\x12\\\n" +
-	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply2\x87\b\n" +
+	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply\x12L\n" +
+	"\n" +
+	"LeaseQuota\x12\x1f.granary.ratelimit.QuotaRequest\x1a\x1d.granary.ratelimit.QuotaReply\x12Y\n" +
+	"\vReturnQuota\x12%.granary.ratelimit.ReturnQuotaRequest\x1a#.granary.ratelimit.ReturnQuotaReply2\xb0\t\n" +
 	"\x14SlidingWindowLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12v\n" +
 	"\x1cAcquireAndCheckConfiguration\x12..granary.ratelimit.SlidingWindowAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12^\n" +
@@ -1969,7 +2293,10 @@ const file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDesc = "" +
 	"\rConfiguration\x12'.granary.ratelimit.ConfigurationRequest\x1a'.granary.ratelimit.SlidingWindowOptions\x12M\n" +
 	"\x05Reset\x12\x1f.granary.ratelimit.ResetRequest\x1a\x1d.granary.ratelimit.ResetReply\"\x04\x88\x80\x19\x01\x12_\n" +
 	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x01\x12\\\n" +
-	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply2\xfd\a\n" +
+	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply\x12L\n" +
+	"\n" +
+	"LeaseQuota\x12\x1f.granary.ratelimit.QuotaRequest\x1a\x1d.granary.ratelimit.QuotaReply\x12Y\n" +
+	"\vReturnQuota\x12%.granary.ratelimit.ReturnQuotaRequest\x1a#.granary.ratelimit.ReturnQuotaReply2\xa6\t\n" +
 	"\x12TokenBucketLimiter\x12T\n" +
 	"\aAcquire\x12!.granary.ratelimit.AcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12t\n" +
 	"\x1cAcquireAndCheckConfiguration\x12,.granary.ratelimit.TokenBucketAcquireRequest\x1a .granary.ratelimit.LeaseMetadata\"\x04\x88\x80\x19\x01\x12\\\n" +
@@ -1983,7 +2310,10 @@ const file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDesc = "" +
 	"\rConfiguration\x12'.granary.ratelimit.ConfigurationRequest\x1a%.granary.ratelimit.TokenBucketOptions\x12M\n" +
 	"\x05Reset\x12\x1f.granary.ratelimit.ResetRequest\x1a\x1d.granary.ratelimit.ResetReply\"\x04\x88\x80\x19\x01\x12_\n" +
 	"\vDeleteState\x12%.granary.ratelimit.DeleteStateRequest\x1a#.granary.ratelimit.DeleteStateReply\"\x04\x88\x80\x19\x01\x12\\\n" +
-	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReplyBHZFgithub.com/granary-go/granary/grains/ratelimit/ratelimitpb;ratelimitpbb\x06proto3"
+	"\fTryReplenish\x12&.granary.ratelimit.TryReplenishRequest\x1a$.granary.ratelimit.TryReplenishReply\x12L\n" +
+	"\n" +
+	"LeaseQuota\x12\x1f.granary.ratelimit.QuotaRequest\x1a\x1d.granary.ratelimit.QuotaReply\x12Y\n" +
+	"\vReturnQuota\x12%.granary.ratelimit.ReturnQuotaRequest\x1a#.granary.ratelimit.ReturnQuotaReplyBHZFgithub.com/granary-go/granary/grains/ratelimit/ratelimitpb;ratelimitpbb\x06proto3"
 
 var (
 	file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDescOnce sync.Once
@@ -1998,7 +2328,7 @@ func file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDescGZIP() []byte {
 }
 
 var file_grains_ratelimit_ratelimitpb_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_grains_ratelimit_ratelimitpb_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_grains_ratelimit_ratelimitpb_ratelimit_proto_goTypes = []any{
 	(QueueOrder)(0),                     // 0: granary.ratelimit.QueueOrder
 	(*ConcurrencyOptions)(nil),          // 1: granary.ratelimit.ConcurrencyOptions
@@ -2030,7 +2360,11 @@ var file_grains_ratelimit_ratelimitpb_ratelimit_proto_goTypes = []any{
 	(*LeaseRecord)(nil),                 // 27: granary.ratelimit.LeaseRecord
 	(*RenewRequest)(nil),                // 28: granary.ratelimit.RenewRequest
 	(*RenewReply)(nil),                  // 29: granary.ratelimit.RenewReply
-	(*LimiterState)(nil),                // 30: granary.ratelimit.LimiterState
+	(*QuotaRequest)(nil),                // 30: granary.ratelimit.QuotaRequest
+	(*QuotaReply)(nil),                  // 31: granary.ratelimit.QuotaReply
+	(*ReturnQuotaRequest)(nil),          // 32: granary.ratelimit.ReturnQuotaRequest
+	(*ReturnQuotaReply)(nil),            // 33: granary.ratelimit.ReturnQuotaReply
+	(*LimiterState)(nil),                // 34: granary.ratelimit.LimiterState
 }
 var file_grains_ratelimit_ratelimitpb_ratelimit_proto_depIdxs = []int32{
 	0,  // 0: granary.ratelimit.ConcurrencyOptions.queue_order:type_name -> granary.ratelimit.QueueOrder
@@ -2065,73 +2399,85 @@ var file_grains_ratelimit_ratelimitpb_ratelimit_proto_depIdxs = []int32{
 	21, // 29: granary.ratelimit.FixedWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
 	23, // 30: granary.ratelimit.FixedWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
 	25, // 31: granary.ratelimit.FixedWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	8,  // 32: granary.ratelimit.SlidingWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	11, // 33: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
-	11, // 34: granary.ratelimit.SlidingWindowLimiter.TryAcquire:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
-	15, // 35: granary.ratelimit.SlidingWindowLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
-	13, // 36: granary.ratelimit.SlidingWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	17, // 37: granary.ratelimit.SlidingWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	3,  // 38: granary.ratelimit.SlidingWindowLimiter.Configure:input_type -> granary.ratelimit.SlidingWindowOptions
-	20, // 39: granary.ratelimit.SlidingWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	21, // 40: granary.ratelimit.SlidingWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	23, // 41: granary.ratelimit.SlidingWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	25, // 42: granary.ratelimit.SlidingWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	8,  // 43: granary.ratelimit.TokenBucketLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
-	12, // 44: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.TokenBucketAcquireRequest
-	12, // 45: granary.ratelimit.TokenBucketLimiter.TryAcquire:input_type -> granary.ratelimit.TokenBucketAcquireRequest
-	15, // 46: granary.ratelimit.TokenBucketLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
-	13, // 47: granary.ratelimit.TokenBucketLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
-	17, // 48: granary.ratelimit.TokenBucketLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
-	4,  // 49: granary.ratelimit.TokenBucketLimiter.Configure:input_type -> granary.ratelimit.TokenBucketOptions
-	20, // 50: granary.ratelimit.TokenBucketLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
-	21, // 51: granary.ratelimit.TokenBucketLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
-	23, // 52: granary.ratelimit.TokenBucketLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
-	25, // 53: granary.ratelimit.TokenBucketLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
-	7,  // 54: granary.ratelimit.ConcurrencyLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 55: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 56: granary.ratelimit.ConcurrencyLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
-	14, // 57: granary.ratelimit.ConcurrencyLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	29, // 58: granary.ratelimit.ConcurrencyLimiter.Renew:output_type -> granary.ratelimit.RenewReply
-	18, // 59: granary.ratelimit.ConcurrencyLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	19, // 60: granary.ratelimit.ConcurrencyLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	1,  // 61: granary.ratelimit.ConcurrencyLimiter.Configuration:output_type -> granary.ratelimit.ConcurrencyOptions
-	22, // 62: granary.ratelimit.ConcurrencyLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	24, // 63: granary.ratelimit.ConcurrencyLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	7,  // 64: granary.ratelimit.FixedWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 65: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 66: granary.ratelimit.FixedWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
-	16, // 67: granary.ratelimit.FixedWindowLimiter.Refund:output_type -> granary.ratelimit.RefundReply
-	14, // 68: granary.ratelimit.FixedWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	18, // 69: granary.ratelimit.FixedWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	19, // 70: granary.ratelimit.FixedWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	2,  // 71: granary.ratelimit.FixedWindowLimiter.Configuration:output_type -> granary.ratelimit.FixedWindowOptions
-	22, // 72: granary.ratelimit.FixedWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	24, // 73: granary.ratelimit.FixedWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	26, // 74: granary.ratelimit.FixedWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	7,  // 75: granary.ratelimit.SlidingWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 76: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 77: granary.ratelimit.SlidingWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
-	16, // 78: granary.ratelimit.SlidingWindowLimiter.Refund:output_type -> granary.ratelimit.RefundReply
-	14, // 79: granary.ratelimit.SlidingWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	18, // 80: granary.ratelimit.SlidingWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	19, // 81: granary.ratelimit.SlidingWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	3,  // 82: granary.ratelimit.SlidingWindowLimiter.Configuration:output_type -> granary.ratelimit.SlidingWindowOptions
-	22, // 83: granary.ratelimit.SlidingWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	24, // 84: granary.ratelimit.SlidingWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	26, // 85: granary.ratelimit.SlidingWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	7,  // 86: granary.ratelimit.TokenBucketLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 87: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
-	7,  // 88: granary.ratelimit.TokenBucketLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
-	16, // 89: granary.ratelimit.TokenBucketLimiter.Refund:output_type -> granary.ratelimit.RefundReply
-	14, // 90: granary.ratelimit.TokenBucketLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
-	18, // 91: granary.ratelimit.TokenBucketLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
-	19, // 92: granary.ratelimit.TokenBucketLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
-	4,  // 93: granary.ratelimit.TokenBucketLimiter.Configuration:output_type -> granary.ratelimit.TokenBucketOptions
-	22, // 94: granary.ratelimit.TokenBucketLimiter.Reset:output_type -> granary.ratelimit.ResetReply
-	24, // 95: granary.ratelimit.TokenBucketLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
-	26, // 96: granary.ratelimit.TokenBucketLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
-	54, // [54:97] is the sub-list for method output_type
-	11, // [11:54] is the sub-list for method input_type
+	30, // 32: granary.ratelimit.FixedWindowLimiter.LeaseQuota:input_type -> granary.ratelimit.QuotaRequest
+	32, // 33: granary.ratelimit.FixedWindowLimiter.ReturnQuota:input_type -> granary.ratelimit.ReturnQuotaRequest
+	8,  // 34: granary.ratelimit.SlidingWindowLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	11, // 35: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
+	11, // 36: granary.ratelimit.SlidingWindowLimiter.TryAcquire:input_type -> granary.ratelimit.SlidingWindowAcquireRequest
+	15, // 37: granary.ratelimit.SlidingWindowLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
+	13, // 38: granary.ratelimit.SlidingWindowLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	17, // 39: granary.ratelimit.SlidingWindowLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	3,  // 40: granary.ratelimit.SlidingWindowLimiter.Configure:input_type -> granary.ratelimit.SlidingWindowOptions
+	20, // 41: granary.ratelimit.SlidingWindowLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	21, // 42: granary.ratelimit.SlidingWindowLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	23, // 43: granary.ratelimit.SlidingWindowLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	25, // 44: granary.ratelimit.SlidingWindowLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	30, // 45: granary.ratelimit.SlidingWindowLimiter.LeaseQuota:input_type -> granary.ratelimit.QuotaRequest
+	32, // 46: granary.ratelimit.SlidingWindowLimiter.ReturnQuota:input_type -> granary.ratelimit.ReturnQuotaRequest
+	8,  // 47: granary.ratelimit.TokenBucketLimiter.Acquire:input_type -> granary.ratelimit.AcquireRequest
+	12, // 48: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:input_type -> granary.ratelimit.TokenBucketAcquireRequest
+	12, // 49: granary.ratelimit.TokenBucketLimiter.TryAcquire:input_type -> granary.ratelimit.TokenBucketAcquireRequest
+	15, // 50: granary.ratelimit.TokenBucketLimiter.Refund:input_type -> granary.ratelimit.RefundRequest
+	13, // 51: granary.ratelimit.TokenBucketLimiter.Release:input_type -> granary.ratelimit.ReleaseRequest
+	17, // 52: granary.ratelimit.TokenBucketLimiter.Statistics:input_type -> granary.ratelimit.StatisticsRequest
+	4,  // 53: granary.ratelimit.TokenBucketLimiter.Configure:input_type -> granary.ratelimit.TokenBucketOptions
+	20, // 54: granary.ratelimit.TokenBucketLimiter.Configuration:input_type -> granary.ratelimit.ConfigurationRequest
+	21, // 55: granary.ratelimit.TokenBucketLimiter.Reset:input_type -> granary.ratelimit.ResetRequest
+	23, // 56: granary.ratelimit.TokenBucketLimiter.DeleteState:input_type -> granary.ratelimit.DeleteStateRequest
+	25, // 57: granary.ratelimit.TokenBucketLimiter.TryReplenish:input_type -> granary.ratelimit.TryReplenishRequest
+	30, // 58: granary.ratelimit.TokenBucketLimiter.LeaseQuota:input_type -> granary.ratelimit.QuotaRequest
+	32, // 59: granary.ratelimit.TokenBucketLimiter.ReturnQuota:input_type -> granary.ratelimit.ReturnQuotaRequest
+	7,  // 60: granary.ratelimit.ConcurrencyLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 61: granary.ratelimit.ConcurrencyLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 62: granary.ratelimit.ConcurrencyLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	14, // 63: granary.ratelimit.ConcurrencyLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	29, // 64: granary.ratelimit.ConcurrencyLimiter.Renew:output_type -> granary.ratelimit.RenewReply
+	18, // 65: granary.ratelimit.ConcurrencyLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 66: granary.ratelimit.ConcurrencyLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	1,  // 67: granary.ratelimit.ConcurrencyLimiter.Configuration:output_type -> granary.ratelimit.ConcurrencyOptions
+	22, // 68: granary.ratelimit.ConcurrencyLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 69: granary.ratelimit.ConcurrencyLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	7,  // 70: granary.ratelimit.FixedWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 71: granary.ratelimit.FixedWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 72: granary.ratelimit.FixedWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	16, // 73: granary.ratelimit.FixedWindowLimiter.Refund:output_type -> granary.ratelimit.RefundReply
+	14, // 74: granary.ratelimit.FixedWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	18, // 75: granary.ratelimit.FixedWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 76: granary.ratelimit.FixedWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	2,  // 77: granary.ratelimit.FixedWindowLimiter.Configuration:output_type -> granary.ratelimit.FixedWindowOptions
+	22, // 78: granary.ratelimit.FixedWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 79: granary.ratelimit.FixedWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	26, // 80: granary.ratelimit.FixedWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	31, // 81: granary.ratelimit.FixedWindowLimiter.LeaseQuota:output_type -> granary.ratelimit.QuotaReply
+	33, // 82: granary.ratelimit.FixedWindowLimiter.ReturnQuota:output_type -> granary.ratelimit.ReturnQuotaReply
+	7,  // 83: granary.ratelimit.SlidingWindowLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 84: granary.ratelimit.SlidingWindowLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 85: granary.ratelimit.SlidingWindowLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	16, // 86: granary.ratelimit.SlidingWindowLimiter.Refund:output_type -> granary.ratelimit.RefundReply
+	14, // 87: granary.ratelimit.SlidingWindowLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	18, // 88: granary.ratelimit.SlidingWindowLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 89: granary.ratelimit.SlidingWindowLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	3,  // 90: granary.ratelimit.SlidingWindowLimiter.Configuration:output_type -> granary.ratelimit.SlidingWindowOptions
+	22, // 91: granary.ratelimit.SlidingWindowLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 92: granary.ratelimit.SlidingWindowLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	26, // 93: granary.ratelimit.SlidingWindowLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	31, // 94: granary.ratelimit.SlidingWindowLimiter.LeaseQuota:output_type -> granary.ratelimit.QuotaReply
+	33, // 95: granary.ratelimit.SlidingWindowLimiter.ReturnQuota:output_type -> granary.ratelimit.ReturnQuotaReply
+	7,  // 96: granary.ratelimit.TokenBucketLimiter.Acquire:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 97: granary.ratelimit.TokenBucketLimiter.AcquireAndCheckConfiguration:output_type -> granary.ratelimit.LeaseMetadata
+	7,  // 98: granary.ratelimit.TokenBucketLimiter.TryAcquire:output_type -> granary.ratelimit.LeaseMetadata
+	16, // 99: granary.ratelimit.TokenBucketLimiter.Refund:output_type -> granary.ratelimit.RefundReply
+	14, // 100: granary.ratelimit.TokenBucketLimiter.Release:output_type -> granary.ratelimit.ReleaseReply
+	18, // 101: granary.ratelimit.TokenBucketLimiter.Statistics:output_type -> granary.ratelimit.StatisticsReply
+	19, // 102: granary.ratelimit.TokenBucketLimiter.Configure:output_type -> granary.ratelimit.ConfigureReply
+	4,  // 103: granary.ratelimit.TokenBucketLimiter.Configuration:output_type -> granary.ratelimit.TokenBucketOptions
+	22, // 104: granary.ratelimit.TokenBucketLimiter.Reset:output_type -> granary.ratelimit.ResetReply
+	24, // 105: granary.ratelimit.TokenBucketLimiter.DeleteState:output_type -> granary.ratelimit.DeleteStateReply
+	26, // 106: granary.ratelimit.TokenBucketLimiter.TryReplenish:output_type -> granary.ratelimit.TryReplenishReply
+	31, // 107: granary.ratelimit.TokenBucketLimiter.LeaseQuota:output_type -> granary.ratelimit.QuotaReply
+	33, // 108: granary.ratelimit.TokenBucketLimiter.ReturnQuota:output_type -> granary.ratelimit.ReturnQuotaReply
+	60, // [60:109] is the sub-list for method output_type
+	11, // [11:60] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -2148,7 +2494,7 @@ func file_grains_ratelimit_ratelimitpb_ratelimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDesc), len(file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

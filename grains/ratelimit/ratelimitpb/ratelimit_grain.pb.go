@@ -455,6 +455,10 @@ var (
 	FixedWindowLimiter_DeleteState_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "DeleteState", ID: 0xb4c14a4f, Bounded: true}
 	// FixedWindowLimiter_TryReplenish_Method describes FixedWindowLimiter.TryReplenish, an unbounded method.
 	FixedWindowLimiter_TryReplenish_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "TryReplenish", ID: 0x0f775ab0, Bounded: false}
+	// FixedWindowLimiter_LeaseQuota_Method describes FixedWindowLimiter.LeaseQuota, an unbounded method.
+	FixedWindowLimiter_LeaseQuota_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "LeaseQuota", ID: 0xd6a8327f, Bounded: false}
+	// FixedWindowLimiter_ReturnQuota_Method describes FixedWindowLimiter.ReturnQuota, an unbounded method.
+	FixedWindowLimiter_ReturnQuota_Method = &proxy.MethodDesc{Service: FixedWindowLimiterGrainType, Name: "ReturnQuota", ID: 0xedd0cf85, Bounded: false}
 )
 
 // FixedWindowLimiterRef is a typed reference to a FixedWindowLimiter grain. It is a small value;
@@ -555,6 +559,18 @@ func (r FixedWindowLimiterRef) TryReplenish(ctx context.Context, in *TryReplenis
 	return _FixedWindowLimiter_TryReplenish_Call(ctx, r.ref, in, opts)
 }
 
+// LeaseQuota hands the holder a slice of the current interval's quota,
+// sized by fair share, charged at once and stored before the answer.
+func (r FixedWindowLimiterRef) LeaseQuota(ctx context.Context, in *QuotaRequest, opts ...proxy.CallOption) (*QuotaReply, error) {
+	return _FixedWindowLimiter_LeaseQuota_Call(ctx, r.ref, in, opts)
+}
+
+// ReturnQuota gives back the unused permits of a slice while its
+// interval lasts.
+func (r FixedWindowLimiterRef) ReturnQuota(ctx context.Context, in *ReturnQuotaRequest, opts ...proxy.CallOption) (*ReturnQuotaReply, error) {
+	return _FixedWindowLimiter_ReturnQuota_Call(ctx, r.ref, in, opts)
+}
+
 // FixedWindowLimiterGrain is the server side of FixedWindowLimiter: the methods a FixedWindowLimiter grain
 // implements.
 //
@@ -608,6 +624,12 @@ type FixedWindowLimiterGrain interface {
 	DeleteState(context.Context, *DeleteStateRequest) (*DeleteStateReply, error)
 	// TryReplenish runs one manual replenishment.
 	TryReplenish(context.Context, *TryReplenishRequest) (*TryReplenishReply, error)
+	// LeaseQuota hands the holder a slice of the current interval's quota,
+	// sized by fair share, charged at once and stored before the answer.
+	LeaseQuota(context.Context, *QuotaRequest) (*QuotaReply, error)
+	// ReturnQuota gives back the unused permits of a slice while its
+	// interval lasts.
+	ReturnQuota(context.Context, *ReturnQuotaRequest) (*ReturnQuotaReply, error)
 }
 
 // FixedWindowLimiterService describes FixedWindowLimiter to a silo: its grain type and the
@@ -670,6 +692,16 @@ var FixedWindowLimiterService = &proxy.ServiceDesc{
 			Desc:       FixedWindowLimiter_TryReplenish_Method,
 			NewRequest: func() proto.Message { return new(TryReplenishRequest) },
 			Invoke:     _FixedWindowLimiter_TryReplenish_Invoke,
+		},
+		{
+			Desc:       FixedWindowLimiter_LeaseQuota_Method,
+			NewRequest: func() proto.Message { return new(QuotaRequest) },
+			Invoke:     _FixedWindowLimiter_LeaseQuota_Invoke,
+		},
+		{
+			Desc:       FixedWindowLimiter_ReturnQuota_Method,
+			NewRequest: func() proto.Message { return new(ReturnQuotaRequest) },
+			Invoke:     _FixedWindowLimiter_ReturnQuota_Invoke,
 		},
 	},
 }
@@ -779,6 +811,24 @@ func _FixedWindowLimiter_TryReplenish_Call(_ctx context.Context, _ref proxy.Ref,
 	return _out, nil
 }
 
+// _FixedWindowLimiter_LeaseQuota_Call is FixedWindowLimiterRef.LeaseQuota's body, with names no import can hide.
+func _FixedWindowLimiter_LeaseQuota_Call(_ctx context.Context, _ref proxy.Ref, _in *QuotaRequest, _opts []proxy.CallOption) (*QuotaReply, error) {
+	_out := new(QuotaReply)
+	if _err := _ref.Invoke(_ctx, FixedWindowLimiter_LeaseQuota_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _FixedWindowLimiter_ReturnQuota_Call is FixedWindowLimiterRef.ReturnQuota's body, with names no import can hide.
+func _FixedWindowLimiter_ReturnQuota_Call(_ctx context.Context, _ref proxy.Ref, _in *ReturnQuotaRequest, _opts []proxy.CallOption) (*ReturnQuotaReply, error) {
+	_out := new(ReturnQuotaReply)
+	if _err := _ref.Invoke(_ctx, FixedWindowLimiter_ReturnQuota_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
 func _FixedWindowLimiter_Acquire_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
 	_out, _err := _grain.(FixedWindowLimiterGrain).Acquire(_ctx, _req.(*AcquireRequest))
 	if _out == nil {
@@ -878,6 +928,24 @@ func _FixedWindowLimiter_TryReplenish_Invoke(_ctx context.Context, _grain any, _
 	return _out, _err
 }
 
+func _FixedWindowLimiter_LeaseQuota_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(FixedWindowLimiterGrain).LeaseQuota(_ctx, _req.(*QuotaRequest))
+	if _out == nil {
+		// A nil *QuotaReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _FixedWindowLimiter_ReturnQuota_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(FixedWindowLimiterGrain).ReturnQuota(_ctx, _req.(*ReturnQuotaRequest))
+	if _out == nil {
+		// A nil *ReturnQuotaReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
 // SlidingWindowLimiterGrainType is the grain type of SlidingWindowLimiter grains: the full
 // protobuf name of the service.
 const SlidingWindowLimiterGrainType = "granary.ratelimit.SlidingWindowLimiter"
@@ -907,6 +975,10 @@ var (
 	SlidingWindowLimiter_DeleteState_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "DeleteState", ID: 0xf88760f3, Bounded: true}
 	// SlidingWindowLimiter_TryReplenish_Method describes SlidingWindowLimiter.TryReplenish, an unbounded method.
 	SlidingWindowLimiter_TryReplenish_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "TryReplenish", ID: 0x0072d04c, Bounded: false}
+	// SlidingWindowLimiter_LeaseQuota_Method describes SlidingWindowLimiter.LeaseQuota, an unbounded method.
+	SlidingWindowLimiter_LeaseQuota_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "LeaseQuota", ID: 0xd5512143, Bounded: false}
+	// SlidingWindowLimiter_ReturnQuota_Method describes SlidingWindowLimiter.ReturnQuota, an unbounded method.
+	SlidingWindowLimiter_ReturnQuota_Method = &proxy.MethodDesc{Service: SlidingWindowLimiterGrainType, Name: "ReturnQuota", ID: 0x2e3a3569, Bounded: false}
 )
 
 // SlidingWindowLimiterRef is a typed reference to a SlidingWindowLimiter grain. It is a small value;
@@ -1007,6 +1079,18 @@ func (r SlidingWindowLimiterRef) TryReplenish(ctx context.Context, in *TryReplen
 	return _SlidingWindowLimiter_TryReplenish_Call(ctx, r.ref, in, opts)
 }
 
+// LeaseQuota hands the holder a slice of the current interval's quota,
+// sized by fair share, charged at once and stored before the answer.
+func (r SlidingWindowLimiterRef) LeaseQuota(ctx context.Context, in *QuotaRequest, opts ...proxy.CallOption) (*QuotaReply, error) {
+	return _SlidingWindowLimiter_LeaseQuota_Call(ctx, r.ref, in, opts)
+}
+
+// ReturnQuota gives back the unused permits of a slice while its
+// interval lasts.
+func (r SlidingWindowLimiterRef) ReturnQuota(ctx context.Context, in *ReturnQuotaRequest, opts ...proxy.CallOption) (*ReturnQuotaReply, error) {
+	return _SlidingWindowLimiter_ReturnQuota_Call(ctx, r.ref, in, opts)
+}
+
 // SlidingWindowLimiterGrain is the server side of SlidingWindowLimiter: the methods a SlidingWindowLimiter grain
 // implements.
 //
@@ -1060,6 +1144,12 @@ type SlidingWindowLimiterGrain interface {
 	DeleteState(context.Context, *DeleteStateRequest) (*DeleteStateReply, error)
 	// TryReplenish runs one manual replenishment.
 	TryReplenish(context.Context, *TryReplenishRequest) (*TryReplenishReply, error)
+	// LeaseQuota hands the holder a slice of the current interval's quota,
+	// sized by fair share, charged at once and stored before the answer.
+	LeaseQuota(context.Context, *QuotaRequest) (*QuotaReply, error)
+	// ReturnQuota gives back the unused permits of a slice while its
+	// interval lasts.
+	ReturnQuota(context.Context, *ReturnQuotaRequest) (*ReturnQuotaReply, error)
 }
 
 // SlidingWindowLimiterService describes SlidingWindowLimiter to a silo: its grain type and the
@@ -1122,6 +1212,16 @@ var SlidingWindowLimiterService = &proxy.ServiceDesc{
 			Desc:       SlidingWindowLimiter_TryReplenish_Method,
 			NewRequest: func() proto.Message { return new(TryReplenishRequest) },
 			Invoke:     _SlidingWindowLimiter_TryReplenish_Invoke,
+		},
+		{
+			Desc:       SlidingWindowLimiter_LeaseQuota_Method,
+			NewRequest: func() proto.Message { return new(QuotaRequest) },
+			Invoke:     _SlidingWindowLimiter_LeaseQuota_Invoke,
+		},
+		{
+			Desc:       SlidingWindowLimiter_ReturnQuota_Method,
+			NewRequest: func() proto.Message { return new(ReturnQuotaRequest) },
+			Invoke:     _SlidingWindowLimiter_ReturnQuota_Invoke,
 		},
 	},
 }
@@ -1231,6 +1331,24 @@ func _SlidingWindowLimiter_TryReplenish_Call(_ctx context.Context, _ref proxy.Re
 	return _out, nil
 }
 
+// _SlidingWindowLimiter_LeaseQuota_Call is SlidingWindowLimiterRef.LeaseQuota's body, with names no import can hide.
+func _SlidingWindowLimiter_LeaseQuota_Call(_ctx context.Context, _ref proxy.Ref, _in *QuotaRequest, _opts []proxy.CallOption) (*QuotaReply, error) {
+	_out := new(QuotaReply)
+	if _err := _ref.Invoke(_ctx, SlidingWindowLimiter_LeaseQuota_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _SlidingWindowLimiter_ReturnQuota_Call is SlidingWindowLimiterRef.ReturnQuota's body, with names no import can hide.
+func _SlidingWindowLimiter_ReturnQuota_Call(_ctx context.Context, _ref proxy.Ref, _in *ReturnQuotaRequest, _opts []proxy.CallOption) (*ReturnQuotaReply, error) {
+	_out := new(ReturnQuotaReply)
+	if _err := _ref.Invoke(_ctx, SlidingWindowLimiter_ReturnQuota_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
 func _SlidingWindowLimiter_Acquire_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
 	_out, _err := _grain.(SlidingWindowLimiterGrain).Acquire(_ctx, _req.(*AcquireRequest))
 	if _out == nil {
@@ -1330,6 +1448,24 @@ func _SlidingWindowLimiter_TryReplenish_Invoke(_ctx context.Context, _grain any,
 	return _out, _err
 }
 
+func _SlidingWindowLimiter_LeaseQuota_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(SlidingWindowLimiterGrain).LeaseQuota(_ctx, _req.(*QuotaRequest))
+	if _out == nil {
+		// A nil *QuotaReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _SlidingWindowLimiter_ReturnQuota_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(SlidingWindowLimiterGrain).ReturnQuota(_ctx, _req.(*ReturnQuotaRequest))
+	if _out == nil {
+		// A nil *ReturnQuotaReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
 // TokenBucketLimiterGrainType is the grain type of TokenBucketLimiter grains: the full
 // protobuf name of the service.
 const TokenBucketLimiterGrainType = "granary.ratelimit.TokenBucketLimiter"
@@ -1359,6 +1495,10 @@ var (
 	TokenBucketLimiter_DeleteState_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "DeleteState", ID: 0xe74a3ce8, Bounded: true}
 	// TokenBucketLimiter_TryReplenish_Method describes TokenBucketLimiter.TryReplenish, an unbounded method.
 	TokenBucketLimiter_TryReplenish_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "TryReplenish", ID: 0x76518fb9, Bounded: false}
+	// TokenBucketLimiter_LeaseQuota_Method describes TokenBucketLimiter.LeaseQuota, an unbounded method.
+	TokenBucketLimiter_LeaseQuota_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "LeaseQuota", ID: 0xda2908d2, Bounded: false}
+	// TokenBucketLimiter_ReturnQuota_Method describes TokenBucketLimiter.ReturnQuota, an unbounded method.
+	TokenBucketLimiter_ReturnQuota_Method = &proxy.MethodDesc{Service: TokenBucketLimiterGrainType, Name: "ReturnQuota", ID: 0xc6cdacda, Bounded: false}
 )
 
 // TokenBucketLimiterRef is a typed reference to a TokenBucketLimiter grain. It is a small value;
@@ -1459,6 +1599,18 @@ func (r TokenBucketLimiterRef) TryReplenish(ctx context.Context, in *TryReplenis
 	return _TokenBucketLimiter_TryReplenish_Call(ctx, r.ref, in, opts)
 }
 
+// LeaseQuota hands the holder a slice of the current interval's quota,
+// sized by fair share, charged at once and stored before the answer.
+func (r TokenBucketLimiterRef) LeaseQuota(ctx context.Context, in *QuotaRequest, opts ...proxy.CallOption) (*QuotaReply, error) {
+	return _TokenBucketLimiter_LeaseQuota_Call(ctx, r.ref, in, opts)
+}
+
+// ReturnQuota gives back the unused permits of a slice while its
+// interval lasts.
+func (r TokenBucketLimiterRef) ReturnQuota(ctx context.Context, in *ReturnQuotaRequest, opts ...proxy.CallOption) (*ReturnQuotaReply, error) {
+	return _TokenBucketLimiter_ReturnQuota_Call(ctx, r.ref, in, opts)
+}
+
 // TokenBucketLimiterGrain is the server side of TokenBucketLimiter: the methods a TokenBucketLimiter grain
 // implements.
 //
@@ -1512,6 +1664,12 @@ type TokenBucketLimiterGrain interface {
 	DeleteState(context.Context, *DeleteStateRequest) (*DeleteStateReply, error)
 	// TryReplenish runs one manual replenishment.
 	TryReplenish(context.Context, *TryReplenishRequest) (*TryReplenishReply, error)
+	// LeaseQuota hands the holder a slice of the current interval's quota,
+	// sized by fair share, charged at once and stored before the answer.
+	LeaseQuota(context.Context, *QuotaRequest) (*QuotaReply, error)
+	// ReturnQuota gives back the unused permits of a slice while its
+	// interval lasts.
+	ReturnQuota(context.Context, *ReturnQuotaRequest) (*ReturnQuotaReply, error)
 }
 
 // TokenBucketLimiterService describes TokenBucketLimiter to a silo: its grain type and the
@@ -1574,6 +1732,16 @@ var TokenBucketLimiterService = &proxy.ServiceDesc{
 			Desc:       TokenBucketLimiter_TryReplenish_Method,
 			NewRequest: func() proto.Message { return new(TryReplenishRequest) },
 			Invoke:     _TokenBucketLimiter_TryReplenish_Invoke,
+		},
+		{
+			Desc:       TokenBucketLimiter_LeaseQuota_Method,
+			NewRequest: func() proto.Message { return new(QuotaRequest) },
+			Invoke:     _TokenBucketLimiter_LeaseQuota_Invoke,
+		},
+		{
+			Desc:       TokenBucketLimiter_ReturnQuota_Method,
+			NewRequest: func() proto.Message { return new(ReturnQuotaRequest) },
+			Invoke:     _TokenBucketLimiter_ReturnQuota_Invoke,
 		},
 	},
 }
@@ -1683,6 +1851,24 @@ func _TokenBucketLimiter_TryReplenish_Call(_ctx context.Context, _ref proxy.Ref,
 	return _out, nil
 }
 
+// _TokenBucketLimiter_LeaseQuota_Call is TokenBucketLimiterRef.LeaseQuota's body, with names no import can hide.
+func _TokenBucketLimiter_LeaseQuota_Call(_ctx context.Context, _ref proxy.Ref, _in *QuotaRequest, _opts []proxy.CallOption) (*QuotaReply, error) {
+	_out := new(QuotaReply)
+	if _err := _ref.Invoke(_ctx, TokenBucketLimiter_LeaseQuota_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
+// _TokenBucketLimiter_ReturnQuota_Call is TokenBucketLimiterRef.ReturnQuota's body, with names no import can hide.
+func _TokenBucketLimiter_ReturnQuota_Call(_ctx context.Context, _ref proxy.Ref, _in *ReturnQuotaRequest, _opts []proxy.CallOption) (*ReturnQuotaReply, error) {
+	_out := new(ReturnQuotaReply)
+	if _err := _ref.Invoke(_ctx, TokenBucketLimiter_ReturnQuota_Method, _in, _out, _opts...); _err != nil {
+		return nil, _err
+	}
+	return _out, nil
+}
+
 func _TokenBucketLimiter_Acquire_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
 	_out, _err := _grain.(TokenBucketLimiterGrain).Acquire(_ctx, _req.(*AcquireRequest))
 	if _out == nil {
@@ -1777,6 +1963,24 @@ func _TokenBucketLimiter_TryReplenish_Invoke(_ctx context.Context, _grain any, _
 	_out, _err := _grain.(TokenBucketLimiterGrain).TryReplenish(_ctx, _req.(*TryReplenishRequest))
 	if _out == nil {
 		// A nil *TryReplenishReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _TokenBucketLimiter_LeaseQuota_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(TokenBucketLimiterGrain).LeaseQuota(_ctx, _req.(*QuotaRequest))
+	if _out == nil {
+		// A nil *QuotaReply would make a non-nil proto.Message.
+		return nil, _err
+	}
+	return _out, _err
+}
+
+func _TokenBucketLimiter_ReturnQuota_Invoke(_ctx context.Context, _grain any, _req proto.Message) (proto.Message, error) {
+	_out, _err := _grain.(TokenBucketLimiterGrain).ReturnQuota(_ctx, _req.(*ReturnQuotaRequest))
+	if _out == nil {
+		// A nil *ReturnQuotaReply would make a non-nil proto.Message.
 		return nil, _err
 	}
 	return _out, _err

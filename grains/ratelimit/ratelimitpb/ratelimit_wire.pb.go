@@ -2158,6 +2158,355 @@ invalid:
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
 // writes for m. A nil m appends nothing.
+func (m *QuotaRequest) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// holder = 1
+	if x := m.Holder; x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
+	}
+	// rate = 2
+	if x := uint64(m.Rate); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
+	}
+	// need = 3
+	if x := uint64(m.Need); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x18), x)
+	}
+	// options = 4
+	if len(m.Options) > 0 {
+		b = append(wirecodec.AppendVarint(append(b, 0x22), uint64(len(m.Options))), m.Options...)
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *QuotaRequest) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *QuotaRequest) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.ratelimit.QuotaRequest")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // holder
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Holder = x
+		case 0x10: // rate
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Rate = int64(x)
+		case 0x18: // need
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Need = int64(x)
+		case 0x22: // options
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			m.Options = append([]byte(nil), v...)
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.ratelimit.QuotaRequest")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *QuotaReply) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// slice_id = 1
+	if x := m.SliceId; x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
+	}
+	// permits = 2
+	if x := uint64(m.Permits); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
+	}
+	// expires_in_nanos = 3
+	if x := uint64(m.ExpiresInNanos); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x18), x)
+	}
+	// interval_nanos = 4
+	if x := uint64(m.IntervalNanos); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x20), x)
+	}
+	// interval_end_unix_nanos = 5
+	if x := uint64(m.IntervalEndUnixNanos); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x28), x)
+	}
+	// exhausted = 6
+	if m.Exhausted {
+		b = append(b, 0x30, 1)
+	}
+	// queues = 7
+	if m.Queues {
+		b = append(b, 0x38, 1)
+	}
+	// exact = 8
+	if m.Exact {
+		b = append(b, 0x40, 1)
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *QuotaReply) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *QuotaReply) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.ratelimit.QuotaReply")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // slice_id
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.SliceId = x
+		case 0x10: // permits
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Permits = int64(x)
+		case 0x18: // expires_in_nanos
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.ExpiresInNanos = int64(x)
+		case 0x20: // interval_nanos
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.IntervalNanos = int64(x)
+		case 0x28: // interval_end_unix_nanos
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.IntervalEndUnixNanos = int64(x)
+		case 0x30: // exhausted
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Exhausted = x != 0
+		case 0x38: // queues
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Queues = x != 0
+		case 0x40: // exact
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Exact = x != 0
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.ratelimit.QuotaReply")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *ReturnQuotaRequest) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// holder = 1
+	if x := m.Holder; x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
+	}
+	// slice_id = 2
+	if x := m.SliceId; x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
+	}
+	// unused = 3
+	if x := uint64(m.Unused); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x18), x)
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *ReturnQuotaRequest) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *ReturnQuotaRequest) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.ratelimit.ReturnQuotaRequest")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // holder
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Holder = x
+		case 0x10: // slice_id
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.SliceId = x
+		case 0x18: // unused
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Unused = int64(x)
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.ratelimit.ReturnQuotaRequest")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *ReturnQuotaReply) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// returned = 1
+	if x := uint64(m.Returned); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x08), x)
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *ReturnQuotaReply) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *ReturnQuotaReply) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.ratelimit.ReturnQuotaReply")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0x8: // returned
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Returned = int64(x)
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.ratelimit.ReturnQuotaReply")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
 func (m *LimiterState) AppendGranaryWire(b []byte) ([]byte, error) {
 	if m == nil {
 		return b, nil

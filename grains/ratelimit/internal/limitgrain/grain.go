@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -13,6 +14,7 @@ import (
 	"github.com/granary-go/granary/grains/ratelimit/internal/contract"
 	"github.com/granary-go/granary/grains/ratelimit/limiter"
 	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
+	"github.com/granary-go/granary/proxy"
 )
 
 // core is what a grain needs of a limiter algorithm.
@@ -108,6 +110,8 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	tick   timer // the replenishment tick, armed only while the core needs one
 	tickAt time.Time
 	onTick func()
+
+	quota leasing // leased quota's slices and fair-share claims (quota.go)
 }
 
 // newGrain returns a grain that counts its acquisitions in counters (nil:
@@ -175,6 +179,7 @@ func (g *grain[O, P, R]) install(o O, c core, now time.Time) {
 	g.replenisher, _ = c.(replenisher)
 	g.refunder, _ = c.(refunder)
 	g.refunds = nil
+	g.quota.reset()
 	c.SetCompletionHandler(g.onCompleted)
 	g.leases = nil
 	if g.expiry != nil {
@@ -211,10 +216,15 @@ func (g *grain[O, P, R]) acquire(permits int64, refundable bool) (*pb.LeaseMetad
 // AcquireAndCheckConfiguration reconfigures the grain first when the
 // options differ from the current ones (after the acquisitions already
 // waiting), then acquires. Nil options acquire under the current ones.
-func (g *grain[O, P, R]) AcquireAndCheckConfiguration(_ context.Context, in R) (*pb.LeaseMetadata, error) {
+func (g *grain[O, P, R]) AcquireAndCheckConfiguration(ctx context.Context, in R) (*pb.LeaseMetadata, error) {
 	o, ok := g.alg.fromWire(in.GetOptions())
 	if !ok || (o == g.options && len(g.held) == 0) {
 		return g.acquire(in.GetPermits(), in.GetRefundable())
+	}
+	if o != g.options {
+		if err := mayChangeOptions(ctx); err != nil {
+			return nil, err
+		}
 	}
 	now := g.act.Now()
 	trial, err := g.trial(o, in.GetPermits(), now)
@@ -231,6 +241,22 @@ func (g *grain[O, P, R]) AcquireAndCheckConfiguration(_ context.Context, in R) (
 	return nil, nil
 }
 
+// mayChangeOptions refuses a change of the grain's options to a client
+// whose credential lacks the admin right: acquisitions that name options
+// (AcquireAndCheckConfiguration, TryAcquire) change them when they
+// differ, which only the grain can tell, so the gateway, which guards
+// Configure by its method alone, cannot guard these. Calls a silo makes
+// (its HTTP API, which has credentials of its own, or another grain) are
+// not asked, nor callers of no known identity.
+func mayChangeOptions(ctx context.Context) error {
+	id, ok := actor.IdentityOf(ctx)
+	if !ok || id.Kind != actor.CallerClient || id.Rights.Has(actor.RightAdmin) {
+		return nil
+	}
+	return fmt.Errorf("%w: changing a limiter's options requires the %v right, which the caller's credential does not grant (it grants %v); acquire under the options the limiter has, or without options",
+		proxy.ErrPermissionDenied, actor.RightAdmin, id.Rights)
+}
+
 // TryAcquire takes permits only if the limiter grants them now (the
 // core's AttemptAcquire): it never queues, defers its reply or arms a
 // timer. Options that differ are installed first when nothing waits;
@@ -242,10 +268,13 @@ func (g *grain[O, P, R]) AcquireAndCheckConfiguration(_ context.Context, in R) (
 // OldestFirst queue (which such a change implies) refuses it anyway and
 // a NewestFirst one lets it through as the newest request, as .NET's
 // AttemptAcquire does.
-func (g *grain[O, P, R]) TryAcquire(_ context.Context, in R) (*pb.LeaseMetadata, error) {
+func (g *grain[O, P, R]) TryAcquire(ctx context.Context, in R) (*pb.LeaseMetadata, error) {
 	now := g.act.Now()
 	permits := in.GetPermits()
 	if o, ok := g.alg.fromWire(in.GetOptions()); ok && o != g.options {
+		if err := mayChangeOptions(ctx); err != nil {
+			return nil, err
+		}
 		trial, err := g.trial(o, permits, now)
 		if err != nil {
 			return nil, err
