@@ -42,10 +42,16 @@ func TestFrameworkPackagesImportNoBenchmarkDependency(t *testing.T) {
 			assert.False(t, strings.HasPrefix(dep, f), "a framework package imports %s", dep)
 		}
 	}
-	for _, f := range []string{"../go.mod", "../go.sum"} {
+	// go.sum also holds the checksums of modules the framework's
+	// dependencies merely mention (grpc's graph names golang/protobuf), so
+	// only gubernator is held out of it; go.mod lists what the build uses.
+	for f, deps := range map[string][]string{
+		"../go.mod": {"github.com/gubernator-io/", "github.com/go-redis/redis_rate/", "github.com/gogo/protobuf ", "github.com/golang/protobuf "},
+		"../go.sum": {"github.com/gubernator-io/"},
+	} {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
-		for _, dep := range []string{"github.com/gubernator-io/", "github.com/go-redis/redis_rate/", "github.com/gogo/protobuf ", "github.com/golang/protobuf "} {
+		for _, dep := range deps {
 			assert.NotContains(t, string(data), dep, "%s reaches %s", dep, f)
 		}
 	}
