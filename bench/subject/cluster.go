@@ -28,6 +28,11 @@ type Cluster struct {
 
 var _ Topology = (*Cluster)(nil)
 
+// operatorToken is the benchmark client's credential. It holds the admin
+// right because the holders bind their options, which configures each
+// limiter on first use: a change that the gateway allows only an admin.
+var operatorToken = client.Token{Name: "bench", Secret: []byte("the benchmark's operator token..")}
+
 // NewCluster returns the two-silo topology, not started.
 func NewCluster() *Cluster { return &Cluster{} }
 
@@ -53,16 +58,19 @@ func (c *Cluster) Start(ctx context.Context) (err error) {
 	}()
 	c.cluster = testcluster.New(c.tb, testcluster.Options{
 		Silos: 2, OnlyFirstGateway: true,
-		Register:  func(s *silo.Silo) error { return ratelimit.Register(s, ratelimit.Defaults{}) },
-		Configure: func(_ int, o *silo.Options) { o.FlushPeriod = FlushPeriod },
-		Logger:    quiet,
+		Register: func(s *silo.Silo) error { return ratelimit.Register(s, ratelimit.Defaults{}) },
+		Configure: func(_ int, o *silo.Options) {
+			o.FlushPeriod = FlushPeriod
+			o.Security.ClientTokens = []silo.ClientToken{{Name: operatorToken.Name, Secret: operatorToken.Secret, Rights: actor.RightAdmin}}
+		},
+		Logger: quiet,
 	})
 	gateways := c.cluster.Gateways()
 	home := c.cluster.Silo(0).GatewayAddr().String()
 	if len(gateways) != 1 || gateways[0] != home {
 		return fmt.Errorf("subject: the gateways are %v, not %s's alone", gateways, HomeSilo)
 	}
-	c.client = c.cluster.Client()
+	c.client = c.cluster.NewClient(client.Options{Token: &operatorToken})
 	if err := c.client.Connect(ctx); err != nil {
 		return err
 	}
