@@ -85,12 +85,14 @@ func (t *callTable) init(c clock.Clock, interval time.Duration) {
 // lateness of the sweep that failed it: a process stall at the start of a
 // call counted twice. docs/performance.md has what the read costs.
 func (t *callTable) add(p *pending) (uint64, error) {
+	// The clock is read before the lock, so that every caller of this
+	// endpoint does not wait on another's clock read.
+	p.deadline = addSaturating(t.clock.Now().UnixNano(), int64(p.call.Timeout))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.closed != nil {
 		return 0, fmt.Errorf("%w: %w", ErrNotSent, t.mu.closed)
 	}
-	p.deadline = addSaturating(t.clock.Now().UnixNano(), int64(p.call.Timeout))
 	if !t.mu.sweeping {
 		t.mu.sweeping = true
 		t.clock.AfterFunc(t.interval, t.sweep)
