@@ -59,6 +59,14 @@ type refunder interface {
 // windows drop a record sooner, once the algorithm could not refund it.)
 const refundHorizon = time.Minute
 
+// maxRefunds bounds the refund records a grain keeps, whatever its
+// callers ask: a caller may mark every grant refundable, and a hot key's
+// grants within the horizon would otherwise all be kept. At the bound a
+// new record evicts one at random. An evicted grant cannot be refunded,
+// so its decision keeps the permits spent: the limit errs towards
+// granting less, never more.
+const maxRefunds = 1024
+
 // refundRecord is a refundable time-based lease not yet refunded.
 type refundRecord struct {
 	lease limiter.Lease
@@ -391,7 +399,8 @@ func (g *grain[O, P, R]) Refund(_ context.Context, in *pb.RefundRequest) (*pb.Re
 
 // keepRefund records a refundable time-based lease. Every time the map
 // doubles, the records that can no longer be refunded go, so it holds at
-// most about twice the leases still refundable.
+// most about twice the leases still refundable, and never more than
+// maxRefunds.
 func (g *grain[O, P, R]) keepRefund(id uint64, l limiter.Lease, now time.Time) {
 	if g.refunds == nil {
 		g.refunds = make(map[uint64]refundRecord)
@@ -403,6 +412,12 @@ func (g *grain[O, P, R]) keepRefund(id uint64, l limiter.Lease, now time.Time) {
 			}
 		}
 		g.pruneAt = max(2*len(g.refunds), 64)
+	}
+	if len(g.refunds) >= maxRefunds {
+		for id := range g.refunds { // a map's iteration starts at random
+			delete(g.refunds, id)
+			break
+		}
 	}
 	g.refunds[id] = refundRecord{lease: l, at: now}
 }

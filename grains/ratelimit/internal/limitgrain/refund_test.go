@@ -77,6 +77,29 @@ func TestRefundRecordsThatCanNoLongerBeRefundedAreDropped(t *testing.T) {
 	assert.LessOrEqual(t, len(g.refunds), 2*100+64, "only about the current window's records are kept")
 }
 
+// A caller that marks every grant refundable, on a key whose grants all
+// stay refundable (a token bucket, within the horizon), makes the grain
+// keep no more than maxRefunds records; an evicted grant refunds nothing.
+func TestRefundRecordsStayBoundedWhateverTheCallersAsk(t *testing.T) {
+	f := newRuntime(t, pb.TokenBucketLimiterGrainType)
+	g := startGrain[limiter.TokenBucketOptions, *pb.TokenBucketOptions, *pb.TokenBucketAcquireRequest](f, tokenBucket,
+		limiter.TokenBucketOptions{TokenLimit: 1 << 40, TokensPerPeriod: 1, ReplenishmentPeriod: time.Hour, ManualReplenishment: true}, nil)
+	var ids []uint64
+	for range 4 * maxRefunds {
+		md := acquireRefundable(f, g, 1).lease(t)
+		require.True(t, md.Acquired)
+		ids = append(ids, md.LeaseId)
+		require.LessOrEqual(t, len(g.refunds), maxRefunds)
+	}
+	assert.Len(t, g.refunds, maxRefunds, "at the bound every new grant is kept, one at random is evicted")
+	var refunded int64
+	for _, id := range ids {
+		refunded += refund(t, g, id)
+	}
+	assert.EqualValues(t, maxRefunds, refunded, "only the records kept refund, each once")
+	assert.Empty(t, g.refunds)
+}
+
 func TestConcurrencyGrainsKeepNoRefunds(t *testing.T) {
 	f := newRuntime(t, pb.ConcurrencyLimiterGrainType)
 	g := newConcurrency(f, limiter.ConcurrencyOptions{PermitLimit: 2})
