@@ -3,13 +3,13 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
-	"github.com/granary-go/granary/actor"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/grains/ratelimit/limiter"
