@@ -30,7 +30,7 @@ func defineEnvoyFlags(s *settings, f *envoyFlags) {
 	s.stringVar(&f.config, "envoy-rls-config", "GRANARY_ENVOY_RLS_CONFIG", "", "the service's limits: an envoyproxy/ratelimit YAML file, or a directory of them")
 	s.durationVar(&f.reload, "envoy-rls-reload", "GRANARY_ENVOY_RLS_RELOAD", envoyrls.DefaultReloadInterval, "how often -envoy-rls-config is looked at, and reloaded when it changed (0: never)")
 	s.boolVar(&f.headers, "envoy-rls-headers", "GRANARY_ENVOY_RLS_HEADERS", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to every answer")
-	s.boolVar(&f.remaining, "envoy-rls-remaining", "GRANARY_ENVOY_RLS_REMAINING", true, "fill limit_remaining of the descriptors within their limit, at the cost of a second round of calls")
+	s.boolVar(&f.remaining, "envoy-rls-remaining", "GRANARY_ENVOY_RLS_REMAINING", true, "fill limit_remaining of the descriptors within their limit (the limiters' answers carry it; silos that predate it are asked again)")
 	s.boolVar(&f.shadow, "envoy-rls-shadow", "GRANARY_ENVOY_RLS_SHADOW", false, "answer OK whatever the limits say (they still count), to try limits out")
 }
 

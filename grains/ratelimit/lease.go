@@ -151,6 +151,20 @@ func (l *Lease) RetryAfter() time.Duration {
 	return d
 }
 
+// Remaining returns the permits the limiter had free when it answered
+// (its Statistics' AvailablePermits then, after this lease's own), and
+// false when the answer did not say: a lease a holder answered from its
+// leased quota, a group's lease, one that got no answer, or one from a
+// server that predates it. A lease given back by AcquireMany counts the
+// permits its refund returned.
+func (l *Lease) Remaining() (int64, bool) { return l.md.Remaining, l.md.HasRemaining }
+
+// ResetAfter returns how long after the answer the limiter was to be back
+// in full by itself: the end of a fixed window. It is 0 when the limiter
+// could not say (the other algorithms, manual replenishment, a lease
+// without the grain's answer), which a caller reads as a whole window.
+func (l *Lease) ResetAfter() time.Duration { return time.Duration(l.md.ResetInNanos) }
+
 // Metadata yields every metadata entry the lease carries, name and value,
 // as the grain sent them; RETRY_AFTER's value is a Go duration string.
 // Reason and RetryAfter read the known names.
@@ -196,6 +210,9 @@ func (l *Lease) refund(ctx context.Context) (int64, error) {
 	if err := l.grain.ref.Invoke(ctx, l.grain.refund, &pb.RefundRequest{LeaseId: l.md.LeaseId}, out); err != nil {
 		l.released.Store(false)
 		return 0, err
+	}
+	if l.md.HasRemaining {
+		l.md.Remaining += out.Refunded
 	}
 	return out.Refunded, nil
 }

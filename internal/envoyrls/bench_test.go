@@ -30,8 +30,9 @@ const benchCallers = 16
 
 // BenchmarkShouldRateLimitAgainstTheAPI decides three descriptors at 16
 // callers through a grpc-go client, four ways on one silo: Envoy's
-// ShouldRateLimit with limit_remaining (two rounds of grain calls) and
-// without (one round), and granary's own API, AcquireMany of the same
+// ShouldRateLimit with limit_remaining and without (SkipRemaining; both
+// one round of grain calls, the answers carrying what is left), and
+// granary's own API, AcquireMany of the same
 // three limits over gRPC, attempts or not. The variants take turns in
 // slices of 16x64 calls, so that they see the same machine. It reports
 // each variant's operations a second (ops/s-...) and p99 latency
@@ -56,9 +57,9 @@ descriptors:
 	}
 	withRemaining := envoyrls.NewServer(caller, envoyrls.Options{})
 	withRemaining.SetConfig(cfg)
-	oneRound := envoyrls.NewServer(caller, envoyrls.Options{SkipRemaining: true})
-	oneRound.SetConfig(cfg)
-	remainingClient, oneRoundClient := serveRLS(b, withRemaining), serveRLS(b, oneRound)
+	skipRemaining := envoyrls.NewServer(caller, envoyrls.Options{SkipRemaining: true})
+	skipRemaining.SetConfig(cfg)
+	remainingClient, skipRemainingClient := serveRLS(b, withRemaining), serveRLS(b, skipRemaining)
 
 	configs, err := ratelimit.NewConfigs(ratelimit.Named("bench", ratelimit.FixedWindowOptions{PermitLimit: 4_000_000_000, Window: time.Hour}))
 	if err != nil {
@@ -86,8 +87,8 @@ descriptors:
 			_, err := remainingClient.ShouldRateLimit(ctx, envoyRequest(i))
 			return err
 		}},
-		{"envoy-one-round", func(ctx context.Context, i int) error {
-			_, err := oneRoundClient.ShouldRateLimit(ctx, envoyRequest(i))
+		{"envoy-skip-remaining", func(ctx context.Context, i int) error {
+			_, err := skipRemainingClient.ShouldRateLimit(ctx, envoyRequest(i))
 			return err
 		}},
 		{"api-attempt", func(ctx context.Context, i int) error {
@@ -147,7 +148,7 @@ descriptors:
 	}
 	// Ratios of one run hold on a loaded machine better than the rates.
 	b.ReportMetric(rates[0]/rates[2], "envoy/api-attempt")
-	b.ReportMetric(rates[1]/rates[2], "envoy-one-round/api-attempt")
+	b.ReportMetric(rates[1]/rates[2], "envoy-skip-remaining/api-attempt")
 }
 
 // serveAPI serves granary's rate-limit API on a loopback port in clear
@@ -224,7 +225,7 @@ descriptors:
 	for _, remaining := range []bool{true, false} {
 		s := envoyrls.NewServer(c.Silo(0).Caller(), envoyrls.Options{SkipRemaining: !remaining})
 		s.SetConfig(cfg)
-		name := "one-round"
+		name := "skip-remaining"
 		if remaining {
 			name = "with-remaining"
 		}

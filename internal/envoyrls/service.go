@@ -45,9 +45,9 @@ type Options struct {
 	// empty takes the defaults above.
 	LimitHeader, RemainingHeader, ResetHeader string
 	// SkipRemaining leaves limit_remaining 0 in the statuses of
-	// descriptors within their limit: finding it costs a second round of
-	// calls to the grains (see docs/envoy.md), which a caller that ignores
-	// it need not pay.
+	// descriptors within their limit. The grains' answers carry it, so it
+	// costs nothing but a few bytes, except against silos that predate it,
+	// which need a second round of calls for it (see docs/envoy.md).
 	SkipRemaining bool
 	// ShadowMode answers OK whatever the limits say (envoyproxy/ratelimit's
 	// global SHADOW_MODE); the limits still count.
@@ -148,6 +148,9 @@ type decision struct {
 	limiter ratelimit.Limiter // nil when no grain is asked
 	status  *rlsv3.RateLimitResponse_DescriptorStatus
 	over    bool // over its limit, shadow or not
+	// unknown says the grain's answer did not carry what it had left (a
+	// silo that predates it): the remaining round asks.
+	unknown bool
 }
 
 // ShouldRateLimit decides a request: every descriptor that matches a
@@ -172,6 +175,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	if !s.opts.SkipRemaining {
 		s.remaining(ctx, ds)
+	} else {
+		for i := range ds {
+			if !ds[i].over && ds[i].status.CurrentLimit != nil {
+				ds[i].status.LimitRemaining = 0
+			}
+		}
 	}
 	return s.response(ds), nil
 }
@@ -335,7 +344,12 @@ func (d *decision) answer(l *ratelimit.Lease, err error) error {
 	case err != nil:
 		return err
 	case l.Acquired():
-		d.status = okStatus(d.rule, 0)
+		remaining, known := l.Remaining()
+		d.unknown = !known
+		d.status = okStatus(d.rule, uint32(min(max(remaining, 0), math.MaxUint32)))
+		if reset := l.ResetAfter(); reset > 0 && reset < d.rule.window {
+			d.status.DurationUntilReset = durationpb.New(reset)
+		}
 	default:
 		d.over = true
 		reset := l.RetryAfter()
@@ -377,14 +391,15 @@ func (r *rule) windowReset() *durationpb.Duration {
 }
 
 // remaining fills limit_remaining of the descriptors within their limit
-// with their grains' free permits, asked of all at once. It is a second
-// round: the grains' answer to an acquisition does not carry it. A grain
-// that does not answer leaves 0.
+// whose grains' answers did not carry it (silos that predate it) with
+// their free permits, asked of all at once: a second round, which the
+// answers of current silos make needless. A grain that does not answer
+// leaves 0.
 func (s *Server) remaining(ctx context.Context, ds []decision) {
 	var wg sync.WaitGroup
 	for i := range ds {
 		d := &ds[i]
-		if d.limiter == nil || d.over {
+		if d.limiter == nil || d.over || !d.unknown {
 			continue
 		}
 		wg.Go(func() {

@@ -534,7 +534,17 @@ type LeaseMetadata struct {
 	// ttl_nanos is how long a concurrency lease lives without a renewal (see
 	// ConcurrencyLimiter.Renew); 0 for leases that need no release, and from
 	// servers that predate expiry, whose leases never expire.
-	TtlNanos      int64 `protobuf:"varint,6,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
+	TtlNanos int64 `protobuf:"varint,6,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
+	// remaining is the limiter's free permits when the grain answered (what
+	// Statistics would have said then), when has_remaining is set; servers
+	// that predate it leave both out.
+	Remaining    int64 `protobuf:"varint,7,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	HasRemaining bool  `protobuf:"varint,8,opt,name=has_remaining,json=hasRemaining,proto3" json:"has_remaining,omitempty"`
+	// reset_in_nanos is how long after the answer the limiter comes back in
+	// full by itself: the end of a fixed window in use. 0 when the grain
+	// cannot say (the other algorithms, manual replenishment, a window not
+	// in use, older servers).
+	ResetInNanos  int64 `protobuf:"varint,9,opt,name=reset_in_nanos,json=resetInNanos,proto3" json:"reset_in_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -607,6 +617,27 @@ func (x *LeaseMetadata) GetReleaseOptional() bool {
 func (x *LeaseMetadata) GetTtlNanos() int64 {
 	if x != nil {
 		return x.TtlNanos
+	}
+	return 0
+}
+
+func (x *LeaseMetadata) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *LeaseMetadata) GetHasRemaining() bool {
+	if x != nil {
+		return x.HasRemaining
+	}
+	return false
+}
+
+func (x *LeaseMetadata) GetResetInNanos() int64 {
+	if x != nil {
+		return x.ResetInNanos
 	}
 	return 0
 }
@@ -2141,14 +2172,17 @@ const file_grains_ratelimit_ratelimitpb_ratelimit_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"9\n" +
 	"\rMetadataEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x83\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xec\x02\n" +
 	"\rLeaseMetadata\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x125\n" +
 	"\bgrain_id\x18\x02 \x01(\v2\x1a.granary.ratelimit.GrainIdR\agrainId\x12\x1a\n" +
 	"\bacquired\x18\x03 \x01(\bR\bacquired\x12<\n" +
 	"\bmetadata\x18\x04 \x03(\v2 .granary.ratelimit.MetadataEntryR\bmetadata\x12)\n" +
 	"\x10release_optional\x18\x05 \x01(\bR\x0freleaseOptional\x12\x1b\n" +
-	"\tttl_nanos\x18\x06 \x01(\x03R\bttlNanos\"J\n" +
+	"\tttl_nanos\x18\x06 \x01(\x03R\bttlNanos\x12\x1c\n" +
+	"\tremaining\x18\a \x01(\x03R\tremaining\x12#\n" +
+	"\rhas_remaining\x18\b \x01(\bR\fhasRemaining\x12$\n" +
+	"\x0ereset_in_nanos\x18\t \x01(\x03R\fresetInNanos\"J\n" +
 	"\x0eAcquireRequest\x12\x18\n" +
 	"\apermits\x18\x01 \x01(\x03R\apermits\x12\x1e\n" +
 	"\n" +

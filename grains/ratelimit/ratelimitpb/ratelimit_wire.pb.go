@@ -637,6 +637,18 @@ func (m *LeaseMetadata) AppendGranaryWire(b []byte) ([]byte, error) {
 	if x := uint64(m.TtlNanos); x != 0 {
 		b = wirecodec.AppendVarint(append(b, 0x30), x)
 	}
+	// remaining = 7
+	if x := uint64(m.Remaining); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x38), x)
+	}
+	// has_remaining = 8
+	if m.HasRemaining {
+		b = append(b, 0x40, 1)
+	}
+	// reset_in_nanos = 9
+	if x := uint64(m.ResetInNanos); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x48), x)
+	}
 	return append(b, m.unknownFields...), nil
 }
 
@@ -720,6 +732,27 @@ func (m *LeaseMetadata) mergeGranaryWire(b []byte, depth int) error {
 			}
 			b = b[n:]
 			m.TtlNanos = int64(x)
+		case 0x38: // remaining
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.Remaining = int64(x)
+		case 0x40: // has_remaining
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.HasRemaining = x != 0
+		case 0x48: // reset_in_nanos
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.ResetInNanos = int64(x)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.

@@ -221,7 +221,7 @@ func (g *grain[O, P, R]) finish(w *limiter.Waiter, now time.Time) {
 			g.counters.expired.Add(1)
 			g.answer(c, g.notAcquiredReply(), nil)
 		default:
-			g.answer(c, g.leaseReply(lease, c.refundable), nil)
+			g.answer(c, g.leaseReply(lease, c.refundable, now), nil)
 		}
 	case limiter.OutcomeCanceled:
 		g.answerGivenUp(c)
@@ -229,7 +229,7 @@ func (g *grain[O, P, R]) finish(w *limiter.Waiter, now time.Time) {
 		g.counters.rejected.Add(1)
 		g.answer(c, g.notAcquiredReply(), nil)
 	default: // evicted by a newer waiter
-		g.answer(c, g.rejectedReply(w.Lease()), nil)
+		g.answer(c, g.rejectedReply(w.Lease(), now), nil)
 	}
 }
 
@@ -308,7 +308,7 @@ func (g *grain[O, P, R]) acquireHeld(c *call[O], now time.Time) {
 		g.answer(c, nil, err)
 	case w == nil:
 		g.act.MarkDirty()
-		g.answer(c, g.leaseReply(lease, c.refundable), nil)
+		g.answer(c, g.leaseReply(lease, c.refundable, now), nil)
 	default:
 		g.act.MarkDirty()
 		g.enqueued(c, w)

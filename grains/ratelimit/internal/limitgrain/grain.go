@@ -332,7 +332,7 @@ func (g *grain[O, P, R]) TryAcquire(ctx context.Context, in R) (*pb.LeaseMetadat
 	}
 	g.act.MarkDirty()
 	g.rearm(now)
-	return g.leaseReply(lease, in.GetRefundable()), nil
+	return g.leaseReply(lease, in.GetRefundable(), now), nil
 }
 
 // acquireNow runs an acquisition inside the method's turn.
@@ -345,7 +345,7 @@ func (g *grain[O, P, R]) acquireNow(permits int64, refundable bool) (*pb.LeaseMe
 	g.act.MarkDirty()
 	if w == nil {
 		g.rearm(now)
-		return g.leaseReply(lease, refundable), nil
+		return g.leaseReply(lease, refundable, now), nil
 	}
 	c := &call[O]{kind: acquireCall, permits: permits, refundable: refundable}
 	g.keep(c, now)
@@ -629,23 +629,37 @@ func (g *grain[O, P, R]) tickNow() {
 // release-optional, and names no grain: nobody needs to reach it about
 // the lease, and leaving the name out saves encoding and decoding it on
 // every time-based acquisition.
-func (g *grain[O, P, R]) leaseReply(l limiter.Lease, refundable bool) *pb.LeaseMetadata {
+func (g *grain[O, P, R]) leaseReply(l limiter.Lease, refundable bool, now time.Time) *pb.LeaseMetadata {
 	if !l.Acquired() {
-		return g.rejectedReply(l)
+		return g.rejectedReply(l, now)
 	}
 	g.counters.granted.Add(1)
 	md := &pb.LeaseMetadata{Acquired: true, LeaseId: g.newLeaseID()}
 	if g.releaser != nil && l.Permits() > 0 {
-		g.holdLease(md.LeaseId, l.Permits(), g.act.Now().Add(g.ttl))
+		g.holdLease(md.LeaseId, l.Permits(), now.Add(g.ttl))
 		md.GrainId = g.wireID // where the release must go
 		md.TtlNanos = int64(g.ttl)
 	} else {
 		md.ReleaseOptional = true
 		if refundable && g.refunder != nil && l.Permits() > 0 {
-			g.keepRefund(md.LeaseId, l, g.act.Now())
+			g.keepRefund(md.LeaseId, l, now)
 		}
 	}
+	g.describe(md, now)
 	return md
+}
+
+// describe tells the caller what the limiter has left after the decision,
+// and when it comes back in full when the algorithm can say, so that a
+// caller that reports them (Envoy's limit_remaining and
+// duration_until_reset, RateLimit headers) needs no second call.
+func (g *grain[O, P, R]) describe(md *pb.LeaseMetadata, now time.Time) {
+	if st, err := g.core.Statistics(); err == nil {
+		md.Remaining, md.HasRemaining = st.AvailablePermits, true
+	}
+	if g.alg.resetIn != nil {
+		md.ResetInNanos = int64(g.alg.resetIn(g.core, now))
+	}
 }
 
 // Metadata shared by the replies that carry it; replies only read it.
@@ -656,7 +670,7 @@ var (
 
 // rejectedReply carries a failed lease's metadata: RETRY_AFTER for the
 // time-based limiters, the reason for a full concurrency queue.
-func (g *grain[O, P, R]) rejectedReply(l limiter.Lease) *pb.LeaseMetadata {
+func (g *grain[O, P, R]) rejectedReply(l limiter.Lease, now time.Time) *pb.LeaseMetadata {
 	g.counters.rejected.Add(1)
 	md := &pb.LeaseMetadata{ReleaseOptional: true}
 	if d, ok := l.RetryAfter(); ok {
@@ -664,6 +678,7 @@ func (g *grain[O, P, R]) rejectedReply(l limiter.Lease) *pb.LeaseMetadata {
 	} else if _, ok := l.ReasonPhrase(); ok {
 		md.Metadata = queueLimitMetadata
 	}
+	g.describe(md, now)
 	return md
 }
 

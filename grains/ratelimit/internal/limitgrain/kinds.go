@@ -30,6 +30,11 @@ type algorithm[O comparable, P proto.Message] struct {
 	// restored applies the algorithm's restore rule to a snapshot taken at
 	// updatedAt, for a limiter with options o activated at now.
 	restored func(o O, saved limiter.State, updatedAt, now time.Time) limiter.State
+	// resetIn is how long until a limiter of the algorithm is back in full
+	// by itself, 0 when it cannot say; nil for the algorithms whose
+	// permits come back piecemeal (a sliding window's segments, a bucket's
+	// tokens) or on release.
+	resetIn func(c core, now time.Time) time.Duration
 }
 
 // asCore returns c as a core, or a nil core (not a typed nil) with err.
@@ -63,6 +68,7 @@ var fixedWindow = &algorithm[limiter.FixedWindowOptions, *pb.FixedWindowOptions]
 	limit:    func(o limiter.FixedWindowOptions) int64 { return o.PermitLimit },
 	refill:   func(o limiter.FixedWindowOptions) time.Duration { return windowRefill(o.Window, o.ManualReplenishment) },
 	restored: restoreFixedWindow,
+	resetIn:  windowEnd,
 }
 
 var slidingWindow = &algorithm[limiter.SlidingWindowOptions, *pb.SlidingWindowOptions]{
@@ -89,6 +95,17 @@ var tokenBucket = &algorithm[limiter.TokenBucketOptions, *pb.TokenBucketOptions]
 	limit:    func(o limiter.TokenBucketOptions) int64 { return o.TokenLimit },
 	refill:   tokenBucketRefill,
 	restored: restoreTokenBucket,
+}
+
+// windowEnd is what is left of a fixed window in use: the window's next
+// tick, which starts a new one with every permit free. A window not in
+// use (all permits free) or manually replenished has none.
+func windowEnd(c core, now time.Time) time.Duration {
+	at, ok := c.NextTick(now)
+	if !ok {
+		return 0
+	}
+	return max(at.Sub(now), 1) // an overdue tick is a window about to end, not an unknown one
 }
 
 // windowRefill is a window's refill time: one window, under automatic
