@@ -30,6 +30,7 @@ const module = "github.com/granary-go/granary"
 // otherPackages are the packages outside the module that snippets may name,
 // by the name they are named with.
 var otherPackages = map[string]string{
+	"connect": "connectrpc.com/connect",
 	"context": "context",
 	"errors":  "errors",
 	"fmt":     "fmt",

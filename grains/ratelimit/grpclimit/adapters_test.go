@@ -2,24 +2,17 @@ package grpclimit_test
 
 import (
 	"context"
-	"errors"
-	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	grpcmw "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/granary-go/granary/grains/ratelimit"
 	"github.com/granary-go/granary/grains/ratelimit/grpclimit"
@@ -51,60 +44,6 @@ func TestGoGRPCMiddlewareRefusesWithTheRetryTrailer(t *testing.T) {
 	require.NoError(t, err)
 	_, err = conc.MiddlewareLimiter()
 	require.ErrorIs(t, err, grpclimit.ErrConcurrencyInMiddleware)
-}
-
-// TestConnectInterceptorRefusesLikeGRPC: a connect-go handler with the
-// interceptor refuses the third call of a tenant with
-// CodeResourceExhausted, a RetryInfo detail and retry-after, over the
-// gRPC protocol and connect's own alike.
-func TestConnectInterceptorRefusesLikeGRPC(t *testing.T) {
-	l, err := grpclimit.New(limiterSilo(t), configs(t), grpclimit.Options{Rules: []grpclimit.Rule{grpclimit.ByMetadata("two", "x-tenant")}})
-	require.NoError(t, err)
-	const procedure = "/test.v1.Pinger/Ping"
-	mux := http.NewServeMux()
-	mux.Handle(procedure, connect.NewUnaryHandler(procedure, func(context.Context, *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
-		return connect.NewResponse(&emptypb.Empty{}), nil
-	}, connect.WithInterceptors(l.ConnectInterceptor())))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-
-	for _, protocol := range []struct {
-		name string
-		opts []connect.ClientOption
-	}{{"grpc", []connect.ClientOption{connect.WithGRPC()}}, {"connect", nil}} {
-		t.Run(protocol.name, func(t *testing.T) {
-			client := connect.NewClient[emptypb.Empty, emptypb.Empty](srv.Client(), srv.URL+procedure, protocol.opts...)
-			call := func(tenant string) error {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				req := connect.NewRequest(&emptypb.Empty{})
-				req.Header().Set("X-Tenant", tenant)
-				_, err := client.CallUnary(ctx, req)
-				return err
-			}
-			tenant := "tenant-" + protocol.name
-			require.NoError(t, call(tenant))
-			require.NoError(t, call(tenant))
-			err := call(tenant)
-			var cerr *connect.Error
-			require.True(t, errors.As(err, &cerr), "%v", err)
-			require.Equal(t, connect.CodeResourceExhausted, cerr.Code())
-			require.Equal(t, formatSeconds(never), cerr.Meta().Get("Retry-After"))
-			var info *errdetails.RetryInfo
-			for _, d := range cerr.Details() {
-				if v, err := d.Value(); err == nil {
-					if ri, ok := v.(*errdetails.RetryInfo); ok {
-						info = ri
-					}
-				}
-			}
-			require.NotNil(t, info)
-			require.Equal(t, never, info.GetRetryDelay().AsDuration())
-			require.NoError(t, call("another-"+tenant))
-		})
-	}
 }
 
 // unreachable is a caller whose calls all fail, as when no silo answers.
@@ -149,14 +88,14 @@ func TestNewReportsEveryProblem(t *testing.T) {
 }
 
 // TestCorePackagesDoNotLinkGRPC: grpc-go reaches only the packages that
-// speak it; a program using the client, the silo, the limiters or the
-// HTTP middleware does not link it.
+// speak it; a program using the client, the silo, the limiters, the HTTP
+// middleware or the connect-go interceptor does not link it.
 func TestCorePackagesDoNotLinkGRPC(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("needs the go command: install Go and put it on PATH")
 	}
-	core := []string{"client", "silo", "grains/ratelimit", "grains/ratelimit/httplimit", "grains/ratelimit/ratelimitapi", "testcluster"}
+	core := []string{"client", "silo", "grains/ratelimit", "grains/ratelimit/httplimit", "grains/ratelimit/ratelimitapi", "grains/ratelimit/connectlimit", "testcluster"}
 	args := []string{"list", "-deps"}
 	for _, p := range core {
 		args = append(args, "github.com/granary-go/granary/"+p)
@@ -167,41 +106,4 @@ func TestCorePackagesDoNotLinkGRPC(t *testing.T) {
 		require.False(t, strings.HasPrefix(dep, "google.golang.org/grpc") || strings.HasPrefix(dep, "github.com/envoyproxy/"),
 			"%s reaches a core package", dep)
 	}
-}
-
-// TestConnectInterceptorLimitsStreams: a connect-go streaming handler
-// passes the rules once per stream, and a refused stream ends with
-// CodeResourceExhausted before the handler runs.
-func TestConnectInterceptorLimitsStreams(t *testing.T) {
-	l, err := grpclimit.New(limiterSilo(t), configs(t), grpclimit.Options{Rules: []grpclimit.Rule{grpclimit.ByMethod("two")}})
-	require.NoError(t, err)
-	const procedure = "/test.v1.Pinger/Pings"
-	var served atomic.Int32
-	mux := http.NewServeMux()
-	mux.Handle(procedure, connect.NewServerStreamHandler(procedure, func(_ context.Context, _ *connect.Request[emptypb.Empty], s *connect.ServerStream[emptypb.Empty]) error {
-		served.Add(1)
-		return s.Send(&emptypb.Empty{})
-	}, connect.WithInterceptors(l.ConnectInterceptor())))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-	client := connect.NewClient[emptypb.Empty, emptypb.Empty](srv.Client(), srv.URL+procedure, connect.WithGRPC())
-	stream := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		s, err := client.CallServerStream(ctx, connect.NewRequest(&emptypb.Empty{}))
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		for s.Receive() {
-		}
-		return s.Err()
-	}
-	require.NoError(t, stream())
-	require.NoError(t, stream())
-	err = stream()
-	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "%v", err)
-	require.EqualValues(t, 2, served.Load())
 }

@@ -1,7 +1,8 @@
 // Package grpclimit limits the calls of gRPC servers with granary's
-// limiters: unary and stream server interceptors for grpc-go, an
-// interceptor for connect-go handlers, and an adapter for
-// go-grpc-middleware v2's ratelimit interceptors.
+// limiters: unary and stream server interceptors for grpc-go, and an
+// adapter for go-grpc-middleware v2's ratelimit interceptors. Its twin
+// connectlimit serves connect-go handlers with the same rules and
+// answers, without linking grpc-go.
 //
 // Rules say which calls share a limiter, each by a key: the full method
 // (ByMethod), the peer's address (ByPeer), a metadata value (ByMetadata),
@@ -32,6 +33,6 @@
 // returns (for a stream, until it ends).
 //
 // grpc-go is linked by this package alone: the client, the silo and the
-// other rate-limiting packages never import it. docs/envoy.md has the
+// other rate-limiting packages (connectlimit included) never import it. docs/envoy.md has the
 // manual, beside Envoy's rate limit service.
 package grpclimit

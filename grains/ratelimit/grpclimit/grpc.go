@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/granary-go/granary/grains/ratelimit"
+	"github.com/granary-go/granary/grains/ratelimit/internal/calllimit"
 )
 
 // UnaryServerInterceptor limits the unary calls of a grpc-go server: a
@@ -28,7 +30,7 @@ func (m *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 			return nil, err
 		}
 		if len(held) > 0 {
-			defer m.release(ctx, held) // deferred: a handler that panics releases too
+			defer m.core.Release(ctx, held) // deferred: a handler that panics releases too
 		}
 		return handler(ctx, req)
 	}
@@ -45,7 +47,7 @@ func (m *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 			return err
 		}
 		if len(held) > 0 {
-			defer m.release(ctx, held)
+			defer m.core.Release(ctx, held)
 		}
 		return handler(srv, ss)
 	}
@@ -55,44 +57,42 @@ func (m *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 // the retry-after trailer and a google.rpc.RetryInfo detail.
 func (m *Limiter) admitGRPC(ctx context.Context, method string) ([]*ratelimit.Lease, error) {
 	c := grpcCall(ctx, method)
-	held, refused := m.admit(ctx, &c)
+	held, refused := m.core.Admit(ctx, &c)
 	if refused == nil {
 		return held, nil
 	}
-	return nil, refused.grpcStatus(ctx)
+	return nil, grpcStatus(ctx, refused)
 }
 
 // grpcCall reads what rules need of a grpc-go server call.
 func grpcCall(ctx context.Context, method string) Call {
-	c := Call{Method: method}
-	c.md, _ = metadata.FromIncomingContext(ctx)
-	if c.md == nil {
-		c.md = metadata.MD{} // Metadata reads metadata, not connect's headers
-	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	var addr string
+	var state *tls.ConnectionState
 	if p, ok := peer.FromContext(ctx); ok {
 		if p.Addr != nil {
-			c.Peer = p.Addr.String()
+			addr = p.Addr.String()
 		}
 		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			c.tls = &info.State
+			state = &info.State
 		}
 	}
-	return c
+	return calllimit.GRPCCall(method, addr, md, state)
 }
 
 // grpcStatus is the error a refused call fails with.
-func (r *refusal) grpcStatus(ctx context.Context) error {
-	if r.err != nil {
-		if errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded) {
-			return status.FromContextError(r.err).Err()
+func grpcStatus(ctx context.Context, r *calllimit.Refusal) error {
+	if r.Err != nil {
+		if errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded) {
+			return status.FromContextError(r.Err).Err()
 		}
 		return status.Error(codes.Unavailable, "grpclimit: rate limiter unavailable")
 	}
 	// The trailer tells clients that read no details; a server stream
 	// outside a call (a test's bare context) has nowhere to put it.
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(MetadataRetryAfter, r.retrySeconds()))
-	st := status.New(codes.ResourceExhausted, r.message())
-	if detailed, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(r.retryDelay())}); err == nil {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(MetadataRetryAfter, r.RetrySeconds()))
+	st := status.New(codes.ResourceExhausted, r.Message())
+	if detailed, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(r.RetryDelay())}); err == nil {
 		st = detailed
 	}
 	return st.Err()
@@ -114,7 +114,7 @@ var ErrConcurrencyInMiddleware = errors.New("grpclimit: go-grpc-middleware's Lim
 func (m *Limiter) MiddlewareLimiter() (interface {
 	Limit(ctx context.Context) error
 }, error) {
-	if m.concurrency {
+	if m.core.HasConcurrency() {
 		return nil, ErrConcurrencyInMiddleware
 	}
 	return middlewareLimiter{m}, nil
@@ -125,9 +125,9 @@ func (m *Limiter) MiddlewareLimiter() (interface {
 func (a middlewareLimiter) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
 	c := grpcCall(ctx, method)
-	_, refused := a.m.admit(ctx, &c)
+	_, refused := a.m.core.Admit(ctx, &c)
 	if refused == nil {
 		return nil
 	}
-	return refused.grpcStatus(ctx)
+	return grpcStatus(ctx, refused)
 }

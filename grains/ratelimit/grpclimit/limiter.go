@@ -3,15 +3,10 @@ package grpclimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/granary-go/granary/grains/ratelimit"
-	"github.com/granary-go/granary/grains/ratelimit/httplimit"
-	"github.com/granary-go/granary/grains/ratelimit/internal/retryafter"
+	"github.com/granary-go/granary/grains/ratelimit/internal/calllimit"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -19,50 +14,32 @@ import (
 var ErrInvalidOptions = errors.New("grpclimit: invalid options")
 
 // DefaultKeyPrefix starts the limiter keys of a Limiter that sets no
-// KeyPrefix.
-const DefaultKeyPrefix = "grpc"
+// KeyPrefix; connectlimit's is the same, so that one service's grpc-go
+// and connect-go handlers share their limiters.
+const DefaultKeyPrefix = calllimit.DefaultKeyPrefix
 
-// Options configure a Limiter.
-type Options struct {
-	// Rules are the limits every call passes: one decision, sent at once.
-	// A call goes on only when every rule that applies to it grants a
-	// permit; otherwise what the others granted is given back and the
-	// first refusing rule, in order, answers. At least one rule.
-	Rules []Rule
-	// KeyPrefix is the first part of every limiter key (httplimit.Key of
-	// KeyPrefix, the rule's kind, its name and the value), so that
-	// services sharing a cluster keep their limiters apart. Default
-	// DefaultKeyPrefix.
-	KeyPrefix string
-	// FailOpen lets a call pass a rule whose limiter cannot be reached;
-	// the failure is logged. Default false: the call fails Unavailable.
-	FailOpen bool
-}
+// MetadataRetryAfter is the trailer of a rejection that says after how
+// many whole seconds a retry may succeed, as HTTP's Retry-After does.
+const MetadataRetryAfter = calllimit.MetadataRetryAfter
+
+// Options configure a Limiter: its Rules (at least one; a call goes on
+// only when every rule that applies to it grants a permit), the
+// KeyPrefix of its limiter keys (default DefaultKeyPrefix) and FailOpen
+// (let a call pass a rule whose limiter cannot be reached).
+type Options = calllimit.Options
 
 // Option changes how a Limiter is built: injected behaviour.
-type Option func(*Limiter)
+type Option = calllimit.Option
 
 // WithLogger sets the logger of failed acquisitions and releases.
 // Default slog.Default().
-func WithLogger(l *slog.Logger) Option { return func(m *Limiter) { m.log = l } }
+func WithLogger(l *slog.Logger) Option { return calllimit.WithLogger(l) }
 
-// Limiter applies rules to incoming calls. Build it once with New; its
-// interceptors (UnaryServerInterceptor, StreamServerInterceptor,
-// ConnectInterceptor) and its go-grpc-middleware adapter share it. It is
-// safe for concurrent use and holds no goroutines.
-type Limiter struct {
-	rules       []rule
-	failOpen    bool
-	concurrency bool // a rule's configuration is a concurrency limiter
-	log         *slog.Logger
-}
-
-// rule is a Rule resolved against the configurations.
-type rule struct {
-	Rule
-	prefix  string // httplimit.Key(KeyPrefix, kind, name)
-	limiter func(key string) ratelimit.Limiter
-}
+// Limiter applies rules to the incoming calls of grpc-go servers. Build
+// it once with New; its interceptors (UnaryServerInterceptor,
+// StreamServerInterceptor) and its go-grpc-middleware adapter share it.
+// It is safe for concurrent use and holds no goroutines.
+type Limiter struct{ core *calllimit.Limiter }
 
 // New returns a limiter that acquires through caller (a client connected
 // to a gateway, or a silo's own caller) from the limiters of its rules,
@@ -70,169 +47,59 @@ type rule struct {
 // no I/O, and fails naming every problem: no rules, a rule without a key,
 // two rules of one name, a configuration configs does not have.
 func New(caller proxy.Caller, configs *ratelimit.Configs, opts Options, optFns ...Option) (*Limiter, error) {
-	m := &Limiter{failOpen: opts.FailOpen, log: slog.Default()}
-	for _, f := range optFns {
-		f(m)
-	}
-	prefix := opts.KeyPrefix
-	if prefix == "" {
-		prefix = DefaultKeyPrefix
-	}
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...))
-	}
-	if caller == nil {
-		bad("no caller")
-	}
-	if len(opts.Rules) == 0 {
-		bad("no rules")
-	}
-	names := make(map[string]int, len(opts.Rules))
-	for i, r := range opts.Rules {
-		if r.kind == "" || r.key == nil {
-			bad("Rules[%d] was not built by a rule constructor", i)
-			continue
-		}
-		if j, dup := names[r.Name()]; dup {
-			bad("Rules[%d] and Rules[%d] are both named %q; name one with WithName", j, i, r.Name())
-			continue
-		}
-		names[r.Name()] = i
-		if caller == nil {
-			continue // nothing to resolve the rule with
-		}
-		probe, err := configs.Limiter(caller, r.config, "")
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: rule %q: %w", ErrInvalidOptions, r.Name(), err))
-			continue
-		}
-		resolved := rule{Rule: r, prefix: httplimit.Key(prefix, r.kind, r.Name())}
-		switch h := probe.(type) {
-		case *ratelimit.Holder[ratelimit.ConcurrencyOptions]:
-			resolved.limiter, m.concurrency = forKey(h), true
-		case *ratelimit.Holder[ratelimit.FixedWindowOptions]:
-			resolved.limiter = forKey(h)
-		case *ratelimit.Holder[ratelimit.SlidingWindowOptions]:
-			resolved.limiter = forKey(h)
-		case *ratelimit.Holder[ratelimit.TokenBucketOptions]:
-			resolved.limiter = forKey(h)
-		}
-		m.rules = append(m.rules, resolved)
-	}
-	if err := errors.Join(errs...); err != nil {
+	core, err := calllimit.New("grpclimit", ErrInvalidOptions, caller, configs, opts, optFns...)
+	if err != nil {
 		return nil, err
 	}
-	return m, nil
+	return &Limiter{core: core}, nil
 }
 
-// forKey returns a constructor of holders like template for any key: the
-// template's options were validated and encoded once, for all keys.
-func forKey[O ratelimit.Options](template *ratelimit.Holder[O]) func(string) ratelimit.Limiter {
-	return func(key string) ratelimit.Limiter { return template.ForKey(key) }
+// Call is what rules read of an incoming call: its full method, its peer,
+// its metadata and its TLS state.
+type Call = calllimit.Call
+
+// Extractor reads one value from a call: an authenticated identity that an
+// interceptor before this one put in ctx, a metadata value, any key. It
+// returns false when the call has none, and its rule then does not apply
+// to the call. Extractors run on every call, concurrently: they must be
+// cheap and safe for concurrent use.
+type Extractor = calllimit.Extractor
+
+// Rule says which calls share a limiter: one limiter per value of its key
+// (per method, per peer, per identity...), each with the options of the
+// named configuration. Build rules with ByMethod, ByPeer, ByMetadata,
+// ByIdentity or ByKey. The zero Rule is not valid.
+type Rule = calllimit.Rule
+
+// ByMethod limits each full method with the configuration called config:
+// all callers of a method share its limiter.
+func ByMethod(config string) Rule { return calllimit.ByMethod(config) }
+
+// ByPeer limits each peer address (its host, without the port) with the
+// configuration called config. Behind a proxy the peer is the proxy: key
+// by a metadata value the proxy sets instead (ByMetadata).
+func ByPeer(config string) Rule { return calllimit.ByPeer(config) }
+
+// ByMetadata limits each value of the incoming metadata key with the
+// configuration called config; calls without it pass the rule. The rule
+// is named config:key (lower-cased) unless renamed, so that rules of one
+// configuration on two keys differ.
+func ByMetadata(config, key string) Rule { return calllimit.ByMetadata(config, key) }
+
+// ByIdentity limits each authenticated identity that identity extracts
+// (from what an authentication interceptor put in the context, or the
+// client certificate: TLSIdentity) with the configuration called config;
+// calls without one pass the rule.
+func ByIdentity(config string, identity Extractor) Rule {
+	return calllimit.ByIdentity(config, identity)
 }
 
-// inlineRules is how many applicable rules a call keeps without
-// allocating.
-const inlineRules = 4
+// ByKey limits each value that key extracts with the configuration called
+// config; calls for which key returns false pass the rule. name names the
+// rule.
+func ByKey(name, config string, key Extractor) Rule { return calllimit.ByKey(name, config, key) }
 
-// refusal is why a call may not go on: a rule's rejection, or no
-// limiter that could be reached (rule nil).
-type refusal struct {
-	rule   string
-	reason string
-	retry  time.Duration // the limiter's hint; 0: none
-	err    error         // the failure, when no limiter answered
-}
-
-// admit takes the call's permits from every rule that applies, as one
-// decision. It returns the leases to release when the call ends (nil
-// when none needs it) or why the call is refused.
-func (m *Limiter) admit(ctx context.Context, c *Call) ([]*ratelimit.Lease, *refusal) {
-	var inlineAcquisitions [inlineRules]ratelimit.Acquisition
-	var inlineApplied [inlineRules]*rule
-	acquisitions, applied := inlineAcquisitions[:0], inlineApplied[:0]
-	for i := range m.rules {
-		r := &m.rules[i]
-		if !r.appliesTo(c.Method) {
-			continue
-		}
-		value, ok := r.key(ctx, c)
-		if !ok {
-			continue
-		}
-		acquisitions = append(acquisitions, ratelimit.Acquisition{Limiter: r.limiter(httplimit.Key(r.prefix, value)), Permits: 1})
-		applied = append(applied, r)
-	}
-	if len(acquisitions) == 0 {
-		return nil, nil
-	}
-	outcomes, ok := ratelimit.AcquireMany(ctx, ratelimit.ManyOptions{SkipErrors: m.failOpen}, acquisitions...)
-	for i, o := range outcomes {
-		if o.Err != nil && ctx.Err() == nil {
-			m.log.LogAttrs(ctx, slog.LevelWarn, "grpclimit: acquisition failed", slog.String("rule", applied[i].Name()), slog.Any("error", o.Err))
-		}
-	}
-	if !ok {
-		return nil, refuse(ctx, applied, outcomes, m.failOpen)
-	}
-	var held []*ratelimit.Lease
-	for _, o := range outcomes {
-		if o.Lease != nil && !o.Lease.ReleaseOptional() {
-			held = append(held, o.Lease)
-		}
-	}
-	return held, nil
-}
-
-// refuse says why a decision failed: the first rule in order that
-// rejected, or the failure of a limiter that could not be reached.
-func refuse(ctx context.Context, applied []*rule, outcomes []ratelimit.Outcome, failOpen bool) *refusal {
-	if err := ctx.Err(); err != nil {
-		return &refusal{err: err}
-	}
-	for i, o := range outcomes {
-		switch {
-		case o.Err != nil && !failOpen:
-			return &refusal{err: o.Err}
-		case o.Lease != nil && !o.Lease.Acquired():
-			return &refusal{rule: applied[i].Name(), reason: o.Lease.Reason(), retry: o.Lease.RetryAfter()}
-		}
-	}
-	return &refusal{err: errors.New("grpclimit: the decision failed")}
-}
-
-// release gives leases back, even when the call's context has ended: that
-// is often why they come back.
-func (m *Limiter) release(ctx context.Context, leases []*ratelimit.Lease) {
-	ctx = context.WithoutCancel(ctx)
-	for _, l := range leases {
-		if err := l.Release(ctx); err != nil {
-			m.log.LogAttrs(ctx, slog.LevelWarn, "grpclimit: release failed", slog.String("lease", l.String()), slog.Any("error", err))
-		}
-	}
-}
-
-// MetadataRetryAfter is the trailer (or, for connect's own protocol, the
-// header) of a rejection that says after how many whole seconds a retry
-// may succeed, as HTTP's Retry-After does.
-const MetadataRetryAfter = "retry-after"
-
-// message is the status message of a rejection.
-func (r *refusal) message() string {
-	var b strings.Builder
-	b.WriteString("grpclimit: rule ")
-	b.WriteString(strconv.Quote(r.rule))
-	b.WriteString(": ")
-	b.WriteString(r.reason)
-	return b.String()
-}
-
-// retryDelay is the delay a rejection tells the client: the limiter's
-// hint in whole seconds, rounded up, 1 s without one (a concurrency
-// limit), as the HTTP middleware's Retry-After.
-func (r *refusal) retryDelay() time.Duration {
-	return time.Duration(retryafter.Seconds(r.retry)) * time.Second
-}
-
-func (r *refusal) retrySeconds() string { return strconv.FormatInt(retryafter.Seconds(r.retry), 10) }
+// TLSIdentity extracts the verified client certificate's identity: its
+// first URI SAN (a SPIFFE ID), else its subject's common name. Calls
+// without a verified client certificate have none.
+func TLSIdentity(ctx context.Context, c *Call) (string, bool) { return calllimit.TLSIdentity(ctx, c) }

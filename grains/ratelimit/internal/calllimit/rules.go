@@ -1,4 +1,4 @@
-package grpclimit
+package calllimit
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-
-	"google.golang.org/grpc/metadata"
 )
 
 // Call is what rules read of an incoming call, whichever framework
@@ -21,16 +19,30 @@ type Call struct {
 	// host:port; empty when unknown.
 	Peer string
 
-	md     metadata.MD // grpc-go's incoming metadata
-	header http.Header // connect-go's request headers
+	md     map[string][]string // grpc-go's incoming metadata (metadata.MD), keys lower-case
+	header http.Header         // connect-go's request headers
 	tls    *tls.ConnectionState
+}
+
+// GRPCCall is a grpc-go call: its metadata.MD as md (nil for none) and
+// the connection's TLS state, when it has one.
+func GRPCCall(method, peer string, md map[string][]string, state *tls.ConnectionState) Call {
+	if md == nil {
+		md = map[string][]string{} // Metadata reads metadata, not connect's headers
+	}
+	return Call{Method: method, Peer: peer, md: md, tls: state}
+}
+
+// ConnectCall is a connect-go call with its request headers.
+func ConnectCall(method, peer string, header http.Header) Call {
+	return Call{Method: method, Peer: peer, header: header}
 }
 
 // Metadata returns the first value of the incoming metadata (or request
 // header) key, case-insensitively, and whether it was sent.
 func (c *Call) Metadata(key string) (string, bool) {
 	if c.md != nil {
-		if v := c.md.Get(key); len(v) > 0 {
+		if v := c.md[strings.ToLower(key)]; len(v) > 0 {
 			return v[0], true
 		}
 		return "", false
