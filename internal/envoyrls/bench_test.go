@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -19,21 +16,18 @@ import (
 	apiv1 "github.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1"
 	"github.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1/ratelimitv1connect"
 	"github.com/granary-go/granary/internal/envoyrls"
+	"github.com/granary-go/granary/internal/envoyrls/rlsload"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
 	"github.com/granary-go/granary/testcluster"
 )
 
-// benchCallers is how many goroutines call at once, as in the issue's
-// measurement.
-const benchCallers = 16
-
 // BenchmarkShouldRateLimitAgainstTheAPI decides three descriptors at 16
 // callers through a grpc-go client, four ways on one silo: Envoy's
 // ShouldRateLimit with limit_remaining and without (SkipRemaining; both
 // one round of grain calls, the answers carrying what is left), and
-// granary's own API, AcquireMany of the same
-// three limits over gRPC, attempts or not. The variants take turns in
+// granary's own API, AcquireMany of the same three limits over gRPC,
+// attempts or not. The load is rlsload's: the variants take turns in
 // slices of 16x64 calls, so that they see the same machine. It reports
 // each variant's operations a second (ops/s-...) and p99 latency
 // (p99-µs-...); ns/op is all of them together.
@@ -41,17 +35,7 @@ func BenchmarkShouldRateLimitAgainstTheAPI(b *testing.B) {
 	c := testcluster.New(b, testcluster.Options{Silos: 1,
 		Register: func(s *silo.Silo) error { return ratelimit.Register(s, ratelimit.Defaults{}) }})
 	caller := c.Silo(0).Caller()
-	cfg, err := envoyrls.Parse("bench.yaml", []byte(`
-domain: bench
-descriptors:
-  - key: route
-    rate_limit: {unit: hour, requests_per_unit: 4000000000}
-    descriptors:
-      - key: user
-        rate_limit: {unit: hour, requests_per_unit: 4000000000}
-  - key: remote_address
-    rate_limit: {unit: hour, requests_per_unit: 4000000000}
-`))
+	cfg, err := envoyrls.Parse("bench.yaml", []byte(rlsload.Config))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,10 +51,6 @@ descriptors:
 	}
 	apiConn := serveAPI(b, caller, configs)
 
-	envoyRequest := func(i int) *rlsv3.RateLimitRequest {
-		ip, user := fmt.Sprintf("10.0.0.%d", i), fmt.Sprintf("user-%d", i)
-		return &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: ds(d("route", "/api"), d("remote_address", ip), d("route", "/api", "user", user))}
-	}
 	apiRequest := func(i int, attempt bool) *apiv1.AcquireManyRequest {
 		acquisition := func(key string) *apiv1.AcquireRequest {
 			return &apiv1.AcquireRequest{Algorithm: apiv1.Algorithm_ALGORITHM_FIXED_WINDOW, Key: key, Config: "bench"}
@@ -79,76 +59,35 @@ descriptors:
 			acquisition("route:/api"), acquisition(fmt.Sprintf("ip:10.0.0.%d", i)), acquisition(fmt.Sprintf("user:/api:%d", i))}}
 	}
 	acquireMany := "/" + ratelimitv1connect.RateLimitServiceName + "/AcquireMany"
-	variants := []struct {
-		name string
-		call func(ctx context.Context, i int) error
-	}{
-		{"envoy", func(ctx context.Context, i int) error {
-			_, err := remainingClient.ShouldRateLimit(ctx, envoyRequest(i))
+	variants := []rlsload.System{
+		{Name: "envoy", Call: func(ctx context.Context, i int) error {
+			_, err := remainingClient.ShouldRateLimit(ctx, rlsload.Request(i))
 			return err
 		}},
-		{"envoy-skip-remaining", func(ctx context.Context, i int) error {
-			_, err := skipRemainingClient.ShouldRateLimit(ctx, envoyRequest(i))
+		{Name: "envoy-skip-remaining", Call: func(ctx context.Context, i int) error {
+			_, err := skipRemainingClient.ShouldRateLimit(ctx, rlsload.Request(i))
 			return err
 		}},
-		{"api-attempt", func(ctx context.Context, i int) error {
+		{Name: "api-attempt", Call: func(ctx context.Context, i int) error {
 			return apiConn.Invoke(ctx, acquireMany, apiRequest(i, true), new(apiv1.AcquireManyResponse))
 		}},
-		{"api-acquire", func(ctx context.Context, i int) error {
+		{Name: "api-acquire", Call: func(ctx context.Context, i int) error {
 			return apiConn.Invoke(ctx, acquireMany, apiRequest(i, false), new(apiv1.AcquireManyResponse))
 		}},
 	}
-	const slice = 64 // calls of each caller per turn
-	latencies := make([][]time.Duration, len(variants))
-	spent := make([]time.Duration, len(variants))
-	for _, variant := range variants { // activate every grain before timing
-		for g := range benchCallers {
-			if err := variant.call(context.Background(), g); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
 	b.ResetTimer()
-	for done := 0; done < b.N; done += benchCallers * slice * len(variants) {
-		for v, variant := range variants {
-			start := time.Now()
-			per := make([][]time.Duration, benchCallers)
-			var wg sync.WaitGroup
-			for g := range benchCallers {
-				wg.Go(func() {
-					ctx := context.Background()
-					for range slice {
-						t0 := time.Now()
-						if err := variant.call(ctx, g); err != nil {
-							b.Error(err)
-							return
-						}
-						per[g] = append(per[g], time.Since(t0))
-					}
-				})
-			}
-			wg.Wait()
-			spent[v] += time.Since(start)
-			for _, l := range per {
-				latencies[v] = append(latencies[v], l...)
-			}
-		}
-	}
+	results, err := rlsload.Run(context.Background(), b.N, variants...)
 	b.StopTimer()
-	rates := make([]float64, len(variants))
-	for v, variant := range variants {
-		n := len(latencies[v])
-		if n == 0 {
-			return
-		}
-		slices.Sort(latencies[v])
-		rates[v] = float64(n) / spent[v].Seconds()
-		b.ReportMetric(rates[v], "ops/s-"+variant.name)
-		b.ReportMetric(float64(latencies[v][n*99/100].Microseconds()), "p99-µs-"+variant.name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range results {
+		b.ReportMetric(r.OpsPerSecond(), "ops/s-"+r.Name)
+		b.ReportMetric(float64(r.Quantile(0.99).Microseconds()), "p99-µs-"+r.Name)
 	}
 	// Ratios of one run hold on a loaded machine better than the rates.
-	b.ReportMetric(rates[0]/rates[2], "envoy/api-attempt")
-	b.ReportMetric(rates[1]/rates[2], "envoy-skip-remaining/api-attempt")
+	b.ReportMetric(results[0].OpsPerSecond()/results[2].OpsPerSecond(), "envoy/api-attempt")
+	b.ReportMetric(results[1].OpsPerSecond()/results[2].OpsPerSecond(), "envoy-skip-remaining/api-attempt")
 }
 
 // serveAPI serves granary's rate-limit API on a loopback port in clear
@@ -193,21 +132,11 @@ func serveAPI(b *testing.B, caller proxy.Caller, configs *ratelimit.Configs) *gr
 func BenchmarkShouldRateLimitInProcess(b *testing.B) {
 	c := testcluster.New(b, testcluster.Options{Silos: 1,
 		Register: func(s *silo.Silo) error { return ratelimit.Register(s, ratelimit.Defaults{}) }})
-	cfg, err := envoyrls.Parse("bench.yaml", []byte(`
-domain: bench
-descriptors:
-  - key: route
-    rate_limit: {unit: hour, requests_per_unit: 4000000000}
-    descriptors:
-      - key: user
-        rate_limit: {unit: hour, requests_per_unit: 4000000000}
-  - key: remote_address
-    rate_limit: {unit: hour, requests_per_unit: 4000000000}
-`))
+	cfg, err := envoyrls.Parse("bench.yaml", []byte(rlsload.Config))
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: ds(d("route", "/api"), d("remote_address", "10.0.0.1"), d("route", "/api", "user", "u"))}
+	req := rlsload.Request(1)
 	// The decision alone, as the service takes it: the floor of its cost.
 	open := ratelimit.FixedWindow(c.Silo(0).Caller(), "", ratelimit.FixedWindowOptions{PermitLimit: 4_000_000_000, Window: time.Hour})
 	b.Run("acquire-many", func(b *testing.B) {
