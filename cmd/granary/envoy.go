@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,6 +11,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/granary-go/granary/internal/envoyrls"
@@ -23,6 +26,9 @@ type envoyFlags struct {
 	headers   bool
 	remaining bool
 	shadow    bool
+
+	tlsCert, tlsKey, clientCA string
+	tls                       *tls.Config // built by check; nil: clear text
 }
 
 func defineEnvoyFlags(s *settings, f *envoyFlags) {
@@ -32,23 +38,62 @@ func defineEnvoyFlags(s *settings, f *envoyFlags) {
 	s.boolVar(&f.headers, "envoy-rls-headers", "GRANARY_ENVOY_RLS_HEADERS", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to every answer")
 	s.boolVar(&f.remaining, "envoy-rls-remaining", "GRANARY_ENVOY_RLS_REMAINING", true, "fill limit_remaining of the descriptors within their limit (the limiters' answers carry it; silos that predate it are asked again)")
 	s.boolVar(&f.shadow, "envoy-rls-shadow", "GRANARY_ENVOY_RLS_SHADOW", false, "answer OK whatever the limits say (they still count), to try limits out")
+	s.stringVar(&f.tlsCert, "envoy-rls-tls-cert", "GRANARY_ENVOY_RLS_TLS_CERT", "", "the certificate (PEM) of the Envoy port: it then serves gRPC over TLS only (may be -http-tls-cert's file)")
+	s.stringVar(&f.tlsKey, "envoy-rls-tls-key", "GRANARY_ENVOY_RLS_TLS_KEY", "", "the key of -envoy-rls-tls-cert (PEM)")
+	s.stringVar(&f.clientCA, "envoy-rls-client-ca", "GRANARY_ENVOY_RLS_CLIENT_CA", "", "the CA (PEM) of the Envoys' client certificates: with it the Envoy port answers only clients that show a certificate it signed (mutual TLS)")
 }
 
-// check reports the problems of the settings and of the limits file.
+// check reports the problems of the settings and of the limits file, all
+// of them, and builds the port's TLS.
 func (f *envoyFlags) check() error {
 	if err := checkAddress("-envoy-rls", f.addr); err != nil {
 		return err
 	}
+	var errs []error
 	switch {
 	case f.reload < 0:
-		return fmt.Errorf("-envoy-rls-reload must not be negative, got %v", f.reload)
+		errs = append(errs, fmt.Errorf("-envoy-rls-reload must not be negative, got %v", f.reload))
 	case f.addr == "none":
-		return nil
 	case f.config == "":
-		return fmt.Errorf("-envoy-rls needs -envoy-rls-config, the limits to serve")
+		errs = append(errs, fmt.Errorf("-envoy-rls needs -envoy-rls-config, the limits to serve"))
+	default:
+		if _, err := envoyrls.Load(f.config); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	_, err := envoyrls.Load(f.config)
-	return err
+	if err := f.checkTLS(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// checkTLS builds the port's TLS from its flags: a certificate and key,
+// and with a client CA, certificates required of every client.
+func (f *envoyFlags) checkTLS() error {
+	switch {
+	case f.tlsCert == "" && f.tlsKey == "" && f.clientCA == "":
+		return nil
+	case f.addr == "none":
+		return errors.New("-envoy-rls-tls-cert, -envoy-rls-tls-key and -envoy-rls-client-ca need -envoy-rls")
+	case f.tlsCert == "" || f.tlsKey == "":
+		return errors.New("-envoy-rls-tls-cert and -envoy-rls-tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+	if err != nil {
+		return fmt.Errorf("-envoy-rls-tls-cert: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if f.clientCA != "" {
+		pool, err := readCertPool("-envoy-rls-client-ca", f.clientCA)
+		if err != nil {
+			return err
+		}
+		// The port has no rights to grant: a certificate is what lets an
+		// Envoy in, so one is required, not merely verified if given.
+		cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, pool
+	}
+	f.tls = cfg
+	return nil
 }
 
 // envoyPort is Envoy's rate limit service on its own gRPC port.
@@ -57,6 +102,7 @@ type envoyPort struct {
 	server  *grpc.Server
 	watcher *envoyrls.Watcher
 	served  chan struct{}
+	tls     bool
 }
 
 // Bounds of the gRPC port: Envoy's requests are a few hundred bytes, and
@@ -82,13 +128,17 @@ func listenEnvoy(f *envoyFlags, caller proxy.Caller, log *slog.Logger) (*envoyPo
 		w.Stop()
 		return nil, fmt.Errorf("-envoy-rls: %w", err)
 	}
-	server := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(envoyMaxMessage),
 		grpc.MaxConcurrentStreams(envoyMaxStreams),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
-	)
+	}
+	if f.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(f.tls)))
+	}
+	server := grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(server, service)
-	p := &envoyPort{ln: ln, server: server, watcher: w, served: make(chan struct{})}
+	p := &envoyPort{ln: ln, server: server, watcher: w, served: make(chan struct{}), tls: f.tls != nil}
 	go func() {
 		defer close(p.served)
 		if err := server.Serve(ln); err != nil {
@@ -124,6 +174,9 @@ func (p *envoyPort) shutdown(ctx context.Context) error {
 func describeEnvoy(p *envoyPort) string {
 	if p == nil {
 		return ""
+	}
+	if p.tls {
+		return "Envoy rate limit service on " + p.ln.Addr().String() + " (TLS), "
 	}
 	return "Envoy rate limit service on " + p.ln.Addr().String() + ", "
 }
