@@ -10,6 +10,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/clock"
 )
 
 // fakeDNS is a DNS server on loopback whose answers a test changes while
@@ -221,4 +223,37 @@ func TestASeedNameThatResolvesToNothingYetIsWaitedFor(t *testing.T) {
 	dnsServer.set(t, "later.granary.test. 5 IN A 127.0.0.1")
 	require.NoError(t, <-started)
 	waitForViews(t, []*Membership{first, m}, first, m)
+}
+
+// A seed that leaves DNS, as a pod scaled down does, is dialled no more by
+// the rejoin loop: each round resolves the seeds again. Before seeds were
+// resolved, a seed given by name was dialled every round for as long as
+// the silo ran. The membership's clock is fake, so that the loop itself
+// runs no round while the test asks what one would dial.
+func TestASeedThatLeftDNSIsDialledNoMore(t *testing.T) {
+	dnsServer := startFakeDNS(t)
+	dnsServer.set(t,
+		"stay.granary.test. 5 IN A 127.0.0.1",
+		"gone.granary.test. 5 IN A 127.0.0.2",
+	)
+	first := startSilo(t, siloOptions("first"))
+	// Ports nothing listens on: the dials of Start are refused at once.
+	stay, gone := freeGossipAddress(t), freeGossipAddress(t)
+	_, stayPort, _ := net.SplitHostPort(stay)
+	_, gonePort, _ := net.SplitHostPort(gone)
+	fake := clock.NewFake(time.Unix(1700000000, 0))
+	m := startSilo(t, siloOptions("m", first.GossipAddress(), "stay.granary.test.:"+stayPort, "gone.granary.test.:"+gonePort),
+		WithResolver(dnsServer.resolver()), WithClock(fake))
+	waitForViews(t, []*Membership{first, m}, first, m)
+
+	assert.ElementsMatch(t, []string{"127.0.0.1:" + stayPort, "127.0.0.2:" + gonePort}, m.rejoinDue(),
+		"both seeds are dialled while DNS names them; the one a member gossips at is not")
+	dnsServer.set(t, "stay.granary.test. 5 IN A 127.0.0.1") // gone is scaled down
+	assert.Equal(t, []string{"127.0.0.1:" + stayPort}, m.rejoinDue(), "the seed that left DNS is not dialled")
+	dnsServer.set(t,
+		"stay.granary.test. 5 IN A 127.0.0.1",
+		"gone.granary.test. 5 IN A 127.0.0.3",
+	)
+	assert.ElementsMatch(t, []string{"127.0.0.1:" + stayPort, "127.0.0.3:" + gonePort}, m.rejoinDue(),
+		"a name that comes back is dialled at its new address")
 }

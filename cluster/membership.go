@@ -287,15 +287,10 @@ func (m *Membership) rejoinLoop(ml *memberlist.Memberlist) {
 			timer.Stop()
 			return
 		}
-		seeds, _, _ := m.otherSeeds(context.Background())
-		m.mu.Lock()
-		m.mu.rejoin.seeds = seeds
-		alive := make([]string, 0, len(m.mu.view.members))
-		for _, member := range m.mu.view.members {
-			alive = append(alive, member.GossipAddress)
-		}
+		due := m.rejoinDue()
 		var dials []string
-		for _, addr := range m.mu.rejoin.due(m.clock.Now(), alive) {
+		m.mu.Lock()
+		for _, addr := range due {
 			if !m.mu.dialling[addr] {
 				m.mu.dialling[addr] = true
 				dials = append(dials, addr)
@@ -307,6 +302,21 @@ func (m *Membership) rejoinLoop(ml *memberlist.Memberlist) {
 			go m.rejoin(ml, addr)
 		}
 	}
+}
+
+// rejoinDue resolves the seeds again and returns the addresses a rejoin
+// round dials: a seed that has left DNS (a pod scaled down) is dialled no
+// more from the round after.
+func (m *Membership) rejoinDue() []string {
+	seeds, _, _ := m.otherSeeds(context.Background())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.rejoin.seeds = seeds
+	alive := make([]string, 0, len(m.mu.view.members))
+	for _, member := range m.mu.view.members {
+		alive = append(alive, member.GossipAddress)
+	}
+	return m.mu.rejoin.due(m.clock.Now(), alive)
 }
 
 // rejoin dials one address; what it learns arrives as view events.

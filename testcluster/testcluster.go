@@ -83,6 +83,11 @@ type Cluster struct {
 		gossip map[int]string // each silo's gossip address, kept after it stops
 		next   int
 		client *client.Client
+		// killed are the silos killed so far. A kill stops the host for at
+		// most a second, as a crash would not wait; under load its
+		// activations may still be deactivating then, and the host's
+		// workers run on until close finishes the stop.
+		killed []*member
 	}
 }
 
@@ -343,6 +348,9 @@ func (c *Cluster) Kill(i int) []actor.GrainID {
 		c.t.Fatalf("testcluster: silo %d is not running", i)
 		return nil
 	}
+	c.mu.Lock()
+	c.mu.killed = append(c.mu.killed, m)
+	c.mu.Unlock()
 	m.store.record()
 	var hosted []actor.GrainID
 	if h := m.silo.Host(); h != nil {
@@ -425,8 +433,8 @@ func (c *Cluster) close() {
 	c.mu.Lock()
 	cl := c.mu.client
 	c.mu.client = nil
-	silos := c.mu.silos
-	c.mu.silos = nil
+	silos, killed := c.mu.silos, c.mu.killed
+	c.mu.silos, c.mu.killed = nil, nil
 	c.mu.Unlock()
 	if cl != nil {
 		_ = cl.Close()
@@ -441,6 +449,18 @@ func (c *Cluster) close() {
 				defer wg.Done()
 				if err := m.silo.Stop(ctx); err != nil {
 					c.t.Errorf("testcluster: stop %s: %v", m.silo.Name(), err)
+				}
+			}()
+		}
+	}
+	for _, m := range killed {
+		if h := m.silo.Host(); h != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// A no-op when the kill's own stop finished.
+				if err := h.Stop(ctx); err != nil {
+					c.t.Errorf("testcluster: finish the stop of killed %s: %v", m.silo.Name(), err)
 				}
 			}()
 		}

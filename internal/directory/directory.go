@@ -142,6 +142,10 @@ type Directory struct {
 		cache     map[actor.GrainID]Activation
 		lookups   map[actor.GrainID][]located // lookups in flight, coalesced
 		received  map[ring.Silo][]ring.Range  // ranges live silos handed over, should the view catch up later
+		// unfilled holds the ranges live silos handed over while they still
+		// held them, waiting for a handoff or a rebuild that had not come:
+		// whoever gains them rebuilds them (HandoffRequest.unfilled).
+		unfilled map[ring.Silo][]ring.Range
 		// placed counts the activations this silo placed on each silo since
 		// that silo's load was last published: published loads lag, and
 		// strategies that weigh load would otherwise herd.
@@ -229,6 +233,7 @@ func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Di
 	d.mu.cache = make(map[actor.GrainID]Activation)
 	d.mu.lookups = make(map[actor.GrainID][]located)
 	d.mu.received = make(map[ring.Silo][]ring.Range)
+	d.mu.unfilled = make(map[ring.Silo][]ring.Range)
 	d.mu.placed = make(map[string]int64)
 	d.mu.gone = make(map[string]int64)
 	d.mu.unseen = make(map[ring.Silo]time.Time)

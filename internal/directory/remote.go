@@ -238,11 +238,15 @@ func (d *Directory) remoteUnregister(ctx context.Context, id actor.GrainID) {
 	}
 }
 
-// handoff gives silo the entries of ranges it now owns.
-func (d *Directory) handoff(ctx context.Context, silo string, ranges []ring.Range, entries map[actor.GrainID]Activation) error {
+// handoff gives silo the entries of ranges it now owns, and the ranges it
+// owns now that this silo held unfilled.
+func (d *Directory) handoff(ctx context.Context, silo string, ranges, unfilled []ring.Range, entries map[actor.GrainID]Activation) error {
 	req := &directorypb.HandoffRequest{From: pbActivation(d.self)}
 	for _, r := range ranges {
 		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
+	}
+	for _, r := range unfilled {
+		req.Unfilled = append(req.Unfilled, &directorypb.Range{First: r.First, Last: r.Last})
 	}
 	for id, a := range entries {
 		req.Entries = append(req.Entries, &directorypb.Entry{Grain: pbGrain(id), Activation: pbActivation(a)})
@@ -417,6 +421,16 @@ func (d *Directory) release(ranges []ring.Range) {
 	for _, fn := range run {
 		fn()
 	}
+}
+
+// overlapsAny reports whether r shares a hash with one of ranges.
+func overlapsAny(r ring.Range, ranges []ring.Range) bool {
+	for _, o := range ranges {
+		if o.First <= r.Last && r.First <= o.Last {
+			return true
+		}
+	}
+	return false
 }
 
 // covered reports whether r lies within one of ranges.

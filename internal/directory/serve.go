@@ -73,6 +73,11 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 		d.mu.received[s] = append(d.mu.received[s], ranges...)
 		d.mu.Unlock()
 		d.release(ranges)
+		unfilled := make([]ring.Range, 0, len(in.GetUnfilled()))
+		for _, r := range in.GetUnfilled() {
+			unfilled = append(unfilled, ring.Range{First: r.GetFirst(), Last: r.GetLast()})
+		}
+		d.receivedUnfilled(s, unfilled)
 		return &directorypb.HandoffReply{}, nil, false
 	case *directorypb.HostedRequest:
 		ranges := make([]ring.Range, 0, len(in.GetRanges()))

@@ -102,6 +102,11 @@ func (d *Directory) SetView(v cluster.View) {
 		switch {
 		case m.From.ID == "":
 			// A new cluster: nobody owned the range before.
+		case d.unfilledLocked(m.Range):
+			// Handed over by a silo that held it still, waiting for
+			// entries that had not come: what it sent may lack some.
+			d.mu.holds = append(d.mu.holds, hold{r: m.Range, from: m.From, rebuilding: true})
+			rebuild = append(rebuild, m.Range)
 		case d.receivedLocked(m.From, m.Range):
 			// Handed over already, before this silo's view caught up (the
 			// silo may even be gone by now).
@@ -120,6 +125,7 @@ func (d *Directory) SetView(v cluster.View) {
 			delete(d.mu.received, s)
 		}
 	}
+	d.forgetUnfilledLocked(rebuild)
 	// A live silo that was to hand a range over and died meanwhile will
 	// not: rebuild it.
 	for i := range d.mu.holds {
@@ -133,6 +139,13 @@ func (d *Directory) SetView(v cluster.View) {
 		}
 	}
 	// Holds on ranges another silo owns now end: what waited goes there.
+	// The new owner must not take such a range for handed over: this silo
+	// never had its entries (the handoff it waited for failed, or the
+	// rebuild is still asking), so it hands it over as unfilled.
+	held := make([]ring.Range, 0, len(d.mu.holds))
+	for _, h := range d.mu.holds {
+		held = append(held, h.r)
+	}
 	var released []ring.Range
 	kept := d.mu.holds[:0]
 	for _, h := range d.mu.holds {
@@ -150,8 +163,8 @@ func (d *Directory) SetView(v cluster.View) {
 	// Entries this silo no longer owns go to their owners, with the ranges
 	// they came from, so that the owners stop holding them.
 	type batch struct {
-		ranges  []ring.Range
-		entries map[actor.GrainID]Activation
+		ranges, unfilled []ring.Range
+		entries          map[actor.GrainID]Activation
 	}
 	handoffs := make(map[string]*batch)
 	batchFor := func(silo string) *batch {
@@ -165,7 +178,11 @@ func (d *Directory) SetView(v cluster.View) {
 	for _, m := range ring.Diff(oldRing, newRing) {
 		if m.From.ID == d.self.Silo && m.To.ID != "" && m.To.ID != d.self.Silo {
 			b := batchFor(m.To.ID)
-			b.ranges = append(b.ranges, m.Range)
+			if overlapsAny(m.Range, held) {
+				b.unfilled = append(b.unfilled, m.Range)
+			} else {
+				b.ranges = append(b.ranges, m.Range)
+			}
 		}
 	}
 	for id, a := range d.mu.partition {
@@ -187,7 +204,7 @@ func (d *Directory) SetView(v cluster.View) {
 		d.mu.Unlock()
 		started := d.goRemote(func(ctx context.Context) {
 			defer d.handoffDone()
-			if err := d.handoff(ctx, silo, b.ranges, b.entries); err != nil {
+			if err := d.handoff(ctx, silo, b.ranges, b.unfilled, b.entries); err != nil {
 				d.log.Warn("directory: handoff failed; the new owner rebuilds the range", slog.String("silo", silo), slog.Int("entries", len(b.entries)), slog.Any("err", err))
 			}
 		})
@@ -242,6 +259,65 @@ func (d *Directory) receivedLocked(from ring.Silo, r ring.Range) bool {
 	return covered(r, d.mu.received[from])
 }
 
+// unfilledLocked reports whether a silo handed over part of r as unfilled.
+func (d *Directory) unfilledLocked(r ring.Range) bool {
+	for _, rs := range d.mu.unfilled {
+		if overlapsAny(r, rs) {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetUnfilledLocked drops the records of unfilled ranges whose senders
+// left the view, and those that rebuilding overlaps: the rebuild fills
+// them.
+func (d *Directory) forgetUnfilledLocked(rebuilding []ring.Range) {
+	for s, rs := range d.mu.unfilled {
+		if !d.liveSiloLocked(s) {
+			delete(d.mu.unfilled, s)
+			continue
+		}
+		rs = slices.DeleteFunc(rs, func(r ring.Range) bool { return overlapsAny(r, rebuilding) })
+		if len(rs) == 0 {
+			delete(d.mu.unfilled, s)
+		} else {
+			d.mu.unfilled[s] = rs
+		}
+	}
+}
+
+// receivedUnfilled takes ranges another silo handed over as unfilled: the
+// holds on them rebuild now, without waiting out HandoffWait, and the
+// ranges are remembered for a view that gives them to this silo later.
+func (d *Directory) receivedUnfilled(from ring.Silo, ranges []ring.Range) {
+	if len(ranges) == 0 {
+		return
+	}
+	d.mu.Lock()
+	var rebuild []ring.Range
+	for i := range d.mu.holds {
+		h := &d.mu.holds[i]
+		if h.rebuilding || !overlapsAny(h.r, ranges) {
+			continue
+		}
+		if h.timer != nil {
+			h.timer.Stop()
+		}
+		h.rebuilding = true
+		rebuild = append(rebuild, h.r)
+	}
+	rest := slices.DeleteFunc(slices.Clone(ranges), func(r ring.Range) bool { return overlapsAny(r, rebuild) })
+	if len(rest) > 0 {
+		d.mu.unfilled[from] = append(d.mu.unfilled[from], rest...)
+	}
+	d.mu.Unlock()
+	if len(rebuild) > 0 {
+		d.log.Info("directory: a range was handed over unfilled: rebuilding it from what the silos host", slog.String("from", from.ID), slog.Int("ranges", len(rebuild)))
+		d.goRemote(func(ctx context.Context) { d.rebuild(ctx, rebuild) })
+	}
+}
+
 // liveSiloLocked reports whether s, in that generation, is in the view.
 func (d *Directory) liveSiloLocked(s ring.Silo) bool {
 	gen, ok := d.mu.live[s.ID]
@@ -279,9 +355,19 @@ func (d *Directory) Handover(ctx context.Context) error {
 	}
 	next := ring.New(without, d.opts.VirtualNodes)
 	batches := make(map[string]map[actor.GrainID]Activation)
-	ranges := make(map[string][]ring.Range)
+	ranges, unfilled := make(map[string][]ring.Range), make(map[string][]ring.Range)
+	held := make([]ring.Range, 0, len(d.mu.holds))
+	for _, h := range d.mu.holds {
+		held = append(held, h.r)
+	}
 	for _, m := range ring.Diff(d.mu.ring, next) {
-		if m.From.ID == d.self.Silo && m.To.ID != "" {
+		if m.From.ID != d.self.Silo || m.To.ID == "" {
+			continue
+		}
+		if overlapsAny(m.Range, held) {
+			// Still waiting for its entries: see SetView.
+			unfilled[m.To.ID] = append(unfilled[m.To.ID], m.Range)
+		} else {
 			ranges[m.To.ID] = append(ranges[m.To.ID], m.Range)
 		}
 	}
@@ -295,9 +381,16 @@ func (d *Directory) Handover(ctx context.Context) error {
 		}
 	}
 	d.mu.Unlock()
+	to := make(map[string]bool)
+	for silo := range ranges {
+		to[silo] = true
+	}
+	for silo := range unfilled {
+		to[silo] = true
+	}
 	var firstErr error
-	for silo, rs := range ranges {
-		if err := d.handoff(ctx, silo, rs, batches[silo]); err != nil && firstErr == nil {
+	for silo := range to {
+		if err := d.handoff(ctx, silo, ranges[silo], unfilled[silo], batches[silo]); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}

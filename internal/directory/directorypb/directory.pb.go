@@ -472,7 +472,13 @@ type HandoffRequest struct {
 	// holding requests for them once they arrive.
 	Ranges []*Range `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
 	// The silo that hands them over.
-	From          *Activation `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	From *Activation `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	// Ranges the sender owned but held, still waiting for the handoff or the
+	// rebuild that was to fill them: the entries of this request may lack
+	// some of theirs, so the receiver rebuilds them from what the silos host
+	// instead of trusting them. A receiver that ignores the field holds them
+	// until its handoff wait ends, and rebuilds them then.
+	Unfilled      []*Range `protobuf:"bytes,4,rep,name=unfilled,proto3" json:"unfilled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -524,6 +530,13 @@ func (x *HandoffRequest) GetRanges() []*Range {
 func (x *HandoffRequest) GetFrom() *Activation {
 	if x != nil {
 		return x.From
+	}
+	return nil
+}
+
+func (x *HandoffRequest) GetUnfilled() []*Range {
+	if x != nil {
+		return x.Unfilled
 	}
 	return nil
 }
@@ -831,11 +844,12 @@ const file_internal_directory_directorypb_directory_proto_rawDesc = "" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12D\n" +
 	"\n" +
 	"activation\x18\x02 \x01(\v2$.granary.system.directory.ActivationR\n" +
-	"activation\"\xbe\x01\n" +
+	"activation\"\xfb\x01\n" +
 	"\x0eHandoffRequest\x129\n" +
 	"\aentries\x18\x01 \x03(\v2\x1f.granary.system.directory.EntryR\aentries\x127\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1f.granary.system.directory.RangeR\x06ranges\x128\n" +
-	"\x04from\x18\x03 \x01(\v2$.granary.system.directory.ActivationR\x04from\"\x0e\n" +
+	"\x04from\x18\x03 \x01(\v2$.granary.system.directory.ActivationR\x04from\x12;\n" +
+	"\bunfilled\x18\x04 \x03(\v2\x1f.granary.system.directory.RangeR\bunfilled\"\x0e\n" +
 	"\fHandoffReply\"1\n" +
 	"\x05Range\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x12\n" +
@@ -904,27 +918,28 @@ var file_internal_directory_directorypb_directory_proto_depIdxs = []int32{
 	2,  // 9: granary.system.directory.HandoffRequest.entries:type_name -> granary.system.directory.Entry
 	11, // 10: granary.system.directory.HandoffRequest.ranges:type_name -> granary.system.directory.Range
 	1,  // 11: granary.system.directory.HandoffRequest.from:type_name -> granary.system.directory.Activation
-	11, // 12: granary.system.directory.HostedRequest.ranges:type_name -> granary.system.directory.Range
-	2,  // 13: granary.system.directory.HostedReply.entries:type_name -> granary.system.directory.Entry
-	0,  // 14: granary.system.directory.DeactivateRequest.grain:type_name -> granary.system.directory.GrainID
-	1,  // 15: granary.system.directory.DeactivateRequest.activation:type_name -> granary.system.directory.Activation
-	3,  // 16: granary.system.directory.Directory.Register:input_type -> granary.system.directory.RegisterRequest
-	5,  // 17: granary.system.directory.Directory.Unregister:input_type -> granary.system.directory.UnregisterRequest
-	7,  // 18: granary.system.directory.Directory.Lookup:input_type -> granary.system.directory.LookupRequest
-	9,  // 19: granary.system.directory.Directory.Handoff:input_type -> granary.system.directory.HandoffRequest
-	12, // 20: granary.system.directory.Directory.Hosted:input_type -> granary.system.directory.HostedRequest
-	14, // 21: granary.system.directory.Directory.Deactivate:input_type -> granary.system.directory.DeactivateRequest
-	4,  // 22: granary.system.directory.Directory.Register:output_type -> granary.system.directory.RegisterReply
-	6,  // 23: granary.system.directory.Directory.Unregister:output_type -> granary.system.directory.UnregisterReply
-	8,  // 24: granary.system.directory.Directory.Lookup:output_type -> granary.system.directory.LookupReply
-	10, // 25: granary.system.directory.Directory.Handoff:output_type -> granary.system.directory.HandoffReply
-	13, // 26: granary.system.directory.Directory.Hosted:output_type -> granary.system.directory.HostedReply
-	15, // 27: granary.system.directory.Directory.Deactivate:output_type -> granary.system.directory.DeactivateReply
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	11, // 12: granary.system.directory.HandoffRequest.unfilled:type_name -> granary.system.directory.Range
+	11, // 13: granary.system.directory.HostedRequest.ranges:type_name -> granary.system.directory.Range
+	2,  // 14: granary.system.directory.HostedReply.entries:type_name -> granary.system.directory.Entry
+	0,  // 15: granary.system.directory.DeactivateRequest.grain:type_name -> granary.system.directory.GrainID
+	1,  // 16: granary.system.directory.DeactivateRequest.activation:type_name -> granary.system.directory.Activation
+	3,  // 17: granary.system.directory.Directory.Register:input_type -> granary.system.directory.RegisterRequest
+	5,  // 18: granary.system.directory.Directory.Unregister:input_type -> granary.system.directory.UnregisterRequest
+	7,  // 19: granary.system.directory.Directory.Lookup:input_type -> granary.system.directory.LookupRequest
+	9,  // 20: granary.system.directory.Directory.Handoff:input_type -> granary.system.directory.HandoffRequest
+	12, // 21: granary.system.directory.Directory.Hosted:input_type -> granary.system.directory.HostedRequest
+	14, // 22: granary.system.directory.Directory.Deactivate:input_type -> granary.system.directory.DeactivateRequest
+	4,  // 23: granary.system.directory.Directory.Register:output_type -> granary.system.directory.RegisterReply
+	6,  // 24: granary.system.directory.Directory.Unregister:output_type -> granary.system.directory.UnregisterReply
+	8,  // 25: granary.system.directory.Directory.Lookup:output_type -> granary.system.directory.LookupReply
+	10, // 26: granary.system.directory.Directory.Handoff:output_type -> granary.system.directory.HandoffReply
+	13, // 27: granary.system.directory.Directory.Hosted:output_type -> granary.system.directory.HostedReply
+	15, // 28: granary.system.directory.Directory.Deactivate:output_type -> granary.system.directory.DeactivateReply
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_internal_directory_directorypb_directory_proto_init() }

@@ -838,6 +838,23 @@ func (m *HandoffRequest) AppendGranaryWire(b []byte) ([]byte, error) {
 			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
 		}
 	}
+	// unfilled = 4
+	for _, e := range m.Unfilled {
+		b = append(b, 0x22, 0)
+		start := len(b)
+		var err error
+		if b, err = e.AppendGranaryWire(b); err != nil {
+			return b, err
+		}
+		if n := len(b) - start; n < 0x80 {
+			b[start-1] = byte(n)
+		} else {
+			extra := protowire.SizeVarint(uint64(n)) - 1
+			b = append(b, make([]byte, extra)...)
+			copy(b[start+extra:], b[start:start+n])
+			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
+		}
+	}
 	return append(b, m.unknownFields...), nil
 }
 
@@ -909,6 +926,22 @@ func (m *HandoffRequest) mergeGranaryWire(b []byte, depth int) error {
 			if err := m.From.mergeGranaryWire(v, depth); err != nil {
 				return err
 			}
+		case 0x22: // unfilled
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			e := new(Range)
+			if err := e.mergeGranaryWire(v, depth); err != nil {
+				return err
+			}
+			m.Unfilled = append(m.Unfilled, e)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
