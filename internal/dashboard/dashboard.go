@@ -146,8 +146,8 @@ func New(s *silo.Silo, gatherer prometheus.Gatherer, opts Options) (*Dashboard, 
 }
 
 // Close refuses the other silos' requests from now on and waits for those
-// being answered, each bounded by Options.PeerTimeout. Safe to call
-// twice.
+// being answered (a few seconds at most: each build of the part for
+// another silo has a budget). Safe to call twice.
 func (d *Dashboard) Close() {
 	d.serving.Lock()
 	d.serving.closed = true

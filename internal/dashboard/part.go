@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -16,6 +17,14 @@ import (
 // are refused as unavailable. Each waits for one build of the part at
 // most, which every silo asks for at most once per MinInterval a page.
 const maxServing = 8
+
+// partBudget bounds a build of the part for another silo. It outlasts the
+// asker's timeout on purpose: a silo with many keys on a loaded machine
+// may take longer than one PeerTimeout to build its part, and a build cut
+// short at the asker's timeout would be dropped and started again at
+// every ask, so that the silo never showed. Finished, it serves the next
+// ask at once; the late answer to the first is dropped by its link.
+const partBudget = 5 * time.Second
 
 // errBusy refuses a request beyond maxServing, or after Close.
 var errBusy = fmt.Errorf("dashboard: %w: too many requests for the silo's part, or closed", proxy.ErrUnavailable)
@@ -55,18 +64,15 @@ func (d *Dashboard) buildPart(ctx context.Context, keys bool) *dpb.SnapshotReply
 
 // serve answers another silo's request for this silo's part. It decodes
 // the request on the delivering goroutine and builds the answer on one of
-// its own, at most maxServing at a time, each within the request's
-// timeout capped at PeerTimeout.
+// its own, at most maxServing at a time, each within partBudget (or
+// PeerTimeout, if longer).
 func (d *Dashboard) serve(req *host.Request) {
 	in, err := decodeRequest(req.MethodID, req.Payload)
 	if err != nil {
 		answer(req, nil, err)
 		return
 	}
-	timeout := d.opts.PeerTimeout
-	if req.Timeout > 0 {
-		timeout = min(timeout, req.Timeout)
-	}
+	timeout := max(d.opts.PeerTimeout, partBudget)
 	if !d.startServing() {
 		answer(req, nil, errBusy)
 		return
