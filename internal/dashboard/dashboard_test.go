@@ -291,6 +291,18 @@ func TestOneSilosPageShowsTheWholeCluster(t *testing.T) {
 	// A client reaches no silo's part: the service is for silos only.
 	_, err := dpb.NewStatsRef(c.Client(), "").Snapshot(ctx, &dpb.SnapshotRequest{Keys: true})
 	assert.ErrorIs(t, err, actor.ErrUnknownGrainType)
+
+	// A silo that crashed is shown as not answering while the view still
+	// lists it; the page does not wait for it past PeerTimeout.
+	c.Kill(2)
+	var snap Snapshot
+	require.Eventually(t, func() bool {
+		snap = dashboards[testcluster.Name(0)].Snapshot(ctx, false)
+		return len(snap.Silos) == 3 && snap.Silos[0].Answered && snap.Silos[1].Answered && !snap.Silos[2].Answered
+	}, 30*time.Second, 10*time.Millisecond, "silo-2 listed, not answering: %+v", &snap)
+	assert.NotEmpty(t, snap.Silos[2].Error)
+	t.Logf("silo-2 on the page: %s", snap.Silos[2].Error)
+	assert.NotContains(t, snap.Activations[0].Silos, testcluster.Name(2), "no figure of a silo that did not answer")
 }
 
 // A silo that does not answer in time, or answers badly, is shown as
