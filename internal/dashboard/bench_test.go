@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	dpb "github.com/granary-go/granary/internal/dashboard/dashboardpb"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
+	"github.com/granary-go/granary/testcluster"
 )
 
 // BenchmarkDashboardRefresh is what one refresh costs the silo: one
@@ -96,6 +98,57 @@ func BenchmarkDashboardRefresh(b *testing.B) {
 			for b.Loop() {
 				if _, err := d.encoded(context.Background(), keys); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDashboardClusterGather is a page of a real cluster of three
+// silos, in process, over their links: silo 0 builds its own part anew
+// each time and asks the two others for theirs, which they share for up
+// to MinInterval, as they would with many pages open. 30 limiters over
+// the three silos.
+func BenchmarkDashboardClusterGather(b *testing.B) {
+	var mu sync.Mutex
+	dashboards := map[string]*Dashboard{}
+	b.Cleanup(func() {
+		for _, d := range dashboards {
+			d.Close()
+		}
+	})
+	c := testcluster.New(b, testcluster.Options{Silos: 3, Register: func(s *silo.Silo) error {
+		if err := ratelimit.Register(s, ratelimit.Defaults{}); err != nil {
+			return err
+		}
+		d, err := New(s, nil, Options{})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		dashboards[s.Name()] = d
+		mu.Unlock()
+		return nil
+	}})
+	for i := range 30 {
+		acquire(b, ratelimit.FixedWindow(c.Silo(0).Caller(), fmt.Sprintf("user:%d", i)), 1)
+	}
+	d := dashboards[testcluster.Name(0)]
+	now := time.Now()
+	d.now = func() time.Time { now = now.Add(time.Hour); return now } // silo 0's own part and page anew
+	for _, keys := range []bool{false, true} {
+		name := "public"
+		if keys {
+			name = "admin"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				snap := d.Snapshot(context.Background(), keys)
+				for _, p := range snap.Silos {
+					if !p.Answered {
+						b.Fatalf("%s did not answer: %s", p.Name, p.Error)
+					}
 				}
 			}
 		})
