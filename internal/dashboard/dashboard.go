@@ -110,8 +110,9 @@ type Dashboard struct {
 	now      func() time.Time
 	// view is the silo's view of its cluster, and ask returns another
 	// silo's part over the links (seams for tests).
-	view func() silo.ClusterView
-	ask  func(ctx context.Context, peer string, keys bool) (*dashboardpb.SnapshotReply, error)
+	view  func() silo.ClusterView
+	build func(ctx context.Context, keys bool) *dashboardpb.SnapshotReply // the silo's part; buildPart
+	ask   func(ctx context.Context, peer string, keys bool) (*dashboardpb.SnapshotReply, error)
 
 	parts [2]shared[*dashboardpb.SnapshotReply] // the silo's own part, without and with keys
 	pages [2]shared[[]byte]                     // the encoded snapshots of the public and admin pages
@@ -138,7 +139,7 @@ func New(s *silo.Silo, gatherer prometheus.Gatherer, opts Options) (*Dashboard, 
 		return nil, fmt.Errorf("%w: no silo", ErrInvalidOptions)
 	}
 	d := &Dashboard{silo: s, gatherer: gatherer, opts: opts, now: time.Now}
-	d.view, d.ask = s.ClusterView, d.askPeer
+	d.view, d.build, d.ask = s.ClusterView, d.buildPart, d.askPeer
 	if err := silohooks.ServeSystem(s, dashboardpb.StatsGrainType, d.serve); err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}

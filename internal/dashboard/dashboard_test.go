@@ -20,6 +20,7 @@ import (
 	"github.com/granary-go/granary/grains/ratelimit"
 	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 	dpb "github.com/granary-go/granary/internal/dashboard/dashboardpb"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
 	"github.com/granary-go/granary/testcluster"
@@ -397,4 +398,38 @@ func TestAnAnswerOutOfBoundsIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = decodeAnswer(b, true, DefaultHottest)
 	assert.NoError(t, err, "the seed itself is good")
+}
+
+// A part built for another silo is not cut short at the asker's timeout:
+// finished, it serves the next ask at once.
+func TestAPartOutlastsTheAskersTimeout(t *testing.T) {
+	_, d, _ := startSilo(t, Options{PeerTimeout: time.Millisecond})
+	var builds atomic.Int32
+	started, release := make(chan time.Duration, 1), make(chan struct{})
+	d.build = func(ctx context.Context, keys bool) *dpb.SnapshotReply {
+		builds.Add(1)
+		deadline, _ := ctx.Deadline()
+		started <- time.Until(deadline)
+		<-release
+		return d.buildPart(ctx, keys)
+	}
+	payload, err := proxy.AppendMessage(nil, &dpb.SnapshotRequest{})
+	require.NoError(t, err)
+	ask := func() *recorder {
+		rec := &recorder{done: make(chan struct{})}
+		d.serve(&host.Request{Target: actorID(), MethodID: dpb.Stats_Snapshot_Method.ID, Payload: payload, Reply: rec,
+			FromSilo: true, Timeout: time.Millisecond})
+		return rec
+	}
+	first := ask()
+	left := <-started
+	assert.Greater(t, left, partBudget-time.Second, "the build's deadline is the budget's, not the asker's millisecond")
+	close(release)
+	<-first.done
+	require.NoError(t, first.err)
+	again := ask()
+	<-again.done
+	require.NoError(t, again.err)
+	assert.Same(t, first.reply, again.reply, "the next ask gets the part built")
+	assert.Equal(t, int32(1), builds.Load())
 }

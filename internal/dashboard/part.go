@@ -33,7 +33,7 @@ var errBusy = fmt.Errorf("dashboard: %w: too many requests for the silo's part, 
 // with and without keys.
 func (d *Dashboard) part(ctx context.Context, keys bool) (*dpb.SnapshotReply, error) {
 	return d.parts[index(keys)].get(ctx, d.now, d.opts.MinInterval, func(ctx context.Context) *dpb.SnapshotReply {
-		return d.buildPart(ctx, keys)
+		return d.build(ctx, keys)
 	})
 }
 
