@@ -90,6 +90,8 @@ type Silo struct {
 
 		gatewayClosed chan struct{} // closed once the gateway has closed
 		gatewayErr    error
+
+		systems map[string]func(*host.Request) // added by silohooks.ServeSystem
 	}
 }
 
@@ -233,7 +235,7 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 	if s.opts.Cluster.Enabled {
 		s.dir = s.newDirectory()
 		s.router.Locator = s.dir
-		s.router.Systems = map[string]func(*host.Request){directory.ServiceType: s.dir.Serve}
+		s.router.Systems = s.systemServices()
 		hostOpts = append(hostOpts, host.WithDirectory(s.dir))
 	} else if dir, ok := s.deps.locator.(host.Directory); ok {
 		hostOpts = append(hostOpts, host.WithDirectory(dir))
@@ -278,7 +280,7 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 		return err
 	}
 	s.host.Store(h)
-	interner := wire.NewInterner(append(types, directory.ServiceType)...)
+	interner := wire.NewInterner(append(types, s.systemTypes()...)...)
 	s.mu.Lock()
 	s.mu.interner = interner
 	s.mu.Unlock()

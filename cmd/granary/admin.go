@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 
+	"github.com/granary-go/granary/internal/dashboard"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -30,7 +31,7 @@ func newAdminMux(apiPath string, api http.Handler) *http.ServeMux {
 }
 
 // listenAdmin binds the admin port when -admin names one, and serves it.
-func listenAdmin(cfg *config, s *silo.Silo, prom *prometheusMetrics, refusals httpRefusals, log *slog.Logger) (*httpPort, error) {
+func listenAdmin(cfg *config, s *silo.Silo, dash *dashboard.Dashboard, refusals httpRefusals, log *slog.Logger) (*httpPort, error) {
 	if cfg.flags.admin == "none" {
 		return nil, nil
 	}
@@ -43,9 +44,7 @@ func listenAdmin(cfg *config, s *silo.Silo, prom *prometheusMetrics, refusals ht
 		return nil, err
 	}
 	mux := newAdminMux(apiPath, api)
-	if err := mountDashboard(mux, s, prom, true); err != nil {
-		return nil, err
-	}
+	dash.Register(mux, true)
 	handleLocate(mux, s)
 	p, err := listenHTTPAs("-admin", cfg.flags.admin, auth.wrap(mux), cfg.flags.credentials.httpTLS, log)
 	if err != nil {

@@ -25,7 +25,9 @@ type pageTables struct {
 	Draws       int        `json:"draws"`
 	Self        string     `json:"self"`
 	Members     [][]string `json:"members"`
+	Columns     []string   `json:"columns"` // the activations table's head: grain type, a silo each, all
 	Activations [][]string `json:"activations"`
+	Limiters    [][]string `json:"limiters"`
 	Keys        [][]string `json:"keys"`
 	KeysHidden  bool       `json:"keysHidden"`
 	KeysNote    string     `json:"keysNote"`
@@ -37,7 +39,8 @@ const readTables = `(() => {
   const rows = id => [...document.querySelectorAll('#' + id + ' tbody tr')].map(tr => [...tr.children].map(td => td.textContent));
   return {
     snapshot: document.body.dataset.snapshot || '', draws: Number(document.body.dataset.draws || 0), self: document.getElementById('self').textContent,
-    members: rows('members'), activations: rows('activations'), keys: rows('keys'), calls: rows('calls'),
+    members: rows('members'), activations: rows('activations'), limiters: rows('limiters'), keys: rows('keys'), calls: rows('calls'),
+    columns: [...document.querySelectorAll('#activations thead th')].map(th => th.textContent),
     keysHidden: document.getElementById('keys').hidden, keysNote: document.getElementById('keys-note').textContent,
     text: document.body.innerText,
   };
@@ -54,8 +57,9 @@ func screenshotsDir(t *testing.T) string {
 
 // Three silo processes; limiters used through the rate-limit API; then
 // headless Chromium opens each silo's dashboard, public and admin, and
-// what each page shows is checked against the cluster's own answers:
-// /cluster, the API's Statistics, /metrics.
+// what each page shows of the whole cluster is checked against the
+// silos' own answers: /cluster, /locate, the API's Statistics, each
+// silo's /metrics.
 func TestTheDashboardShowsTheClusterInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary, runs three processes and a browser")
@@ -126,6 +130,7 @@ ratelimit:
 	require.Equal(t, "2", want["alice"]["totalFailedLeases"], "the API's answer: %v", want["alice"])
 
 	dir := screenshotsDir(t)
+	names := []string{"a", "b", "c"}
 	// One pass reads every admin page and the cluster's answers beside it
 	// and lists what disagrees. On a loaded machine a member may turn
 	// suspect between two reads, so the passes repeat until one agrees.
@@ -141,8 +146,35 @@ ratelimit:
 			"bob":    statistics("ALGORITHM_FIXED_WINDOW", "bob"),
 			"search": statistics("ALGORITHM_TOKEN_BUCKET", "search"),
 		}
-		keysSeen := map[string][]string{}
-		activations := map[string]int{}
+		// Each silo's own answers: where the directory says each key's
+		// grain lives, how many activations each silo's /metrics counts,
+		// and its call totals.
+		lives := map[string]string{}
+		ownActivations := map[string]map[string]int{} // silo, grain type: activations
+		for key, grainType := range map[string]string{"alice": fixedWindowType, "bob": fixedWindowType, "search": tokenBucketType} {
+			var at locateAnswer
+			require.NoError(t, getJSON(fmt.Sprintf("http://%s/locate?type=%s&key=%s", silos[0].admin, grainType, key), &at))
+			lives[key] = at.Silo
+			if ownActivations[at.Silo] == nil {
+				ownActivations[at.Silo] = map[string]int{}
+			}
+			ownActivations[at.Silo][grainType]++
+		}
+		gauges := map[string]string{}
+		callTotals := map[string]float64{} // grain type and method, over the three silos
+		for _, s := range silos {
+			for _, line := range scrape(t, "http://"+s.http+"/metrics") {
+				value := line[strings.LastIndexByte(line, ' ')+1:]
+				switch {
+				case strings.HasPrefix(line, "granary_activations{") || strings.HasPrefix(line, "granary_activations "):
+					gauges[s.name] = value
+				case strings.HasPrefix(line, "granary_grain_calls_total{"):
+					v, err := strconv.ParseFloat(value, 64)
+					require.NoError(t, err)
+					callTotals[between(line, `grain_type="`, `"`)+"/"+between(line, `grain_method="`, `"`)] += v
+				}
+			}
+		}
 		for _, s := range silos {
 			var page pageTables
 			b.navigate(t, "http://"+s.admin+"/dashboard/")
@@ -159,56 +191,65 @@ ratelimit:
 				if want, got := []string{m.Name, m.State, m.Status, m.Generation}, page.Members[i][:4]; !slices.Equal(want, got) {
 					bad("silo %s's page shows member %v, /cluster %v", s.name, got, want)
 				}
+				if row := page.Members[i]; row[8] != "ok" || row[5] != gauges[m.Name] {
+					bad("silo %s's page shows silo %s with %s activations and part %q; its /metrics says %s", s.name, m.Name, row[5], row[8], gauges[m.Name])
+				}
 			}
+			// Activations per grain type and silo, on one page, as each
+			// silo counts them.
+			if want := append(append([]string{"grain type"}, names...), "all"); !slices.Equal(page.Columns, want) {
+				bad("silo %s's activations table has columns %v", s.name, page.Columns)
+				continue
+			}
+			shown := map[string]bool{}
 			for _, row := range page.Activations {
-				n, err := strconv.Atoi(row[1])
-				require.NoError(t, err)
-				activations[row[0]] += n
+				shown[row[0]] = true
+				for i, name := range names {
+					if want := strconv.Itoa(ownActivations[name][row[0]]); row[1+i] != want {
+						bad("silo %s's page shows %s activations of %s on %s; by the directory, %s", s.name, row[1+i], row[0], name, want)
+					}
+				}
 			}
+			for _, grainType := range []string{fixedWindowType, tokenBucketType} {
+				if !shown[grainType] {
+					bad("silo %s's page shows no activation of %s", s.name, grainType)
+				}
+			}
+			// The cluster's hottest keys, each once, with its silo.
+			keysSeen := map[string]int{}
 			for _, row := range page.Keys {
-				keysSeen[row[1]] = append(keysSeen[row[1]], s.name)
+				keysSeen[row[1]]++
 				st := want[row[1]]
 				require.NotNil(t, st, "a key the test used: %v", row)
-				if got, want := []string{row[3], row[5], row[6]}, []string{apiNumber(st, "availablePermits"), apiNumber(st, "totalFailedLeases"), apiNumber(st, "totalSuccessfulLeases")}; !slices.Equal(got, want) {
+				if row[2] != lives[row[1]] {
+					bad("silo %s's page shows key %s on %s; the directory says %s", s.name, row[1], row[2], lives[row[1]])
+				}
+				if got, want := []string{row[4], row[6], row[7]}, []string{apiNumber(st, "availablePermits"), apiNumber(st, "totalFailedLeases"), apiNumber(st, "totalSuccessfulLeases")}; !slices.Equal(got, want) {
 					bad("silo %s's page shows key %s with available, refused, succeeded %v; the API says %v", s.name, row[1], got, want)
 				}
-				available, errA := strconv.Atoi(row[3])
-				limit, errL := strconv.Atoi(row[4])
-				if errA != nil || errL != nil || limit == 0 || row[2] != fmt.Sprintf("%d%%", int(math.Round(100*(1-float64(available)/float64(limit))))) {
-					bad("key %s: utilization %s of available %s and limit %s", row[1], row[2], row[3], row[4])
-				}
-				if row[1] == "alice" {
-					adminShot = b.screenshot(t)
+				available, errA := strconv.Atoi(row[4])
+				limit, errL := strconv.Atoi(row[5])
+				if errA != nil || errL != nil || limit == 0 || row[3] != fmt.Sprintf("%d%%", int(math.Round(100*(1-float64(available)/float64(limit))))) {
+					bad("key %s: utilization %s of available %s and limit %s", row[1], row[3], row[4], row[5])
 				}
 			}
-			// The call totals are the silo's instruments, as /metrics says.
-			metrics := scrape(t, "http://"+s.http+"/metrics")
+			for key := range want {
+				if keysSeen[key] != 1 {
+					bad("silo %s's page shows key %s %d times, want once", s.name, key, keysSeen[key])
+				}
+			}
+			if s.name == "b" {
+				adminShot = b.screenshot(t)
+			}
+			// The call totals are the silos' instruments summed, as their
+			// /metrics say.
 			for _, row := range page.Calls {
 				if row[1] != "Acquire" && row[1] != "AcquireAndCheckConfiguration" {
 					continue // the dashboard's own calls go on while it is read
 				}
-				sum := 0.0
-				for _, line := range metrics {
-					if strings.HasPrefix(line, "granary_grain_calls_total{") && strings.Contains(line, `grain_type="`+row[0]+`"`) && strings.Contains(line, `grain_method="`+row[1]+`"`) {
-						v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-						require.NoError(t, err)
-						sum += v
-					}
+				if want := strconv.FormatFloat(callTotals[row[0]+"/"+row[1]], 'f', -1, 64); row[2] != want {
+					bad("silo %s: %s calls of %s.%s on the page, %s in the silos' /metrics", s.name, row[2], row[0], row[1], want)
 				}
-				if want := strconv.FormatFloat(sum, 'f', -1, 64); row[2] != want {
-					bad("silo %s: %s calls of %s.%s on the page, %s in /metrics", s.name, row[2], row[0], row[1], want)
-				}
-			}
-		}
-		if n := activations["granary.ratelimit.FixedWindowLimiter"]; n != 2 {
-			bad("%d fixed-window activations over the pages, want alice's and bob's", n)
-		}
-		if n := activations["granary.ratelimit.TokenBucketLimiter"]; n != 1 {
-			bad("%d token-bucket activations over the pages, want search's", n)
-		}
-		for key := range want {
-			if len(keysSeen[key]) != 1 {
-				bad("key %s on the pages of %v, want exactly one", key, keysSeen[key])
 			}
 		}
 		return problems
@@ -230,8 +271,9 @@ ratelimit:
 	assert.True(t, page.KeysHidden)
 	assert.Contains(t, page.KeysNote, "admin port")
 	for key := range want {
-		assert.NotContains(t, page.Text, key, "the public page names no key")
+		assert.NotContains(t, page.Text, key, "the public page names no key of any silo")
 	}
+	assert.Equal(t, append(append([]string{"grain type"}, names...), "all"), page.Columns, "the public page shows every silo's activations")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard-public.png"), b.screenshot(t), 0o644))
 }
 
@@ -271,4 +313,23 @@ func scrape(t *testing.T, url string) []string {
 		lines = append(lines, line)
 	}
 	return lines
+}
+
+// The limiter grain types, as /locate names them.
+const (
+	fixedWindowType = "granary.ratelimit.FixedWindowLimiter"
+	tokenBucketType = "granary.ratelimit.TokenBucketLimiter"
+)
+
+// between returns what s has between the first from and the next to.
+func between(s, from, to string) string {
+	i := strings.Index(s, from)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(from):]
+	if j := strings.Index(s, to); j >= 0 {
+		return s[:j]
+	}
+	return s
 }

@@ -112,6 +112,12 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 		return err
 	}
 
+	dash, err := newDashboard(s, prom)
+	if err != nil {
+		return err
+	}
+	defer dash.Close()
+
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ready := &readiness{silo: s, expected: expectedSilos{n: cfg.flags.expectSilos, view: s}}
@@ -129,16 +135,14 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 		}
 		mux := newMux(apiPath, api, ready, prom.handler)
 		handleCluster(mux, s)
-		if err := mountDashboard(mux, s, prom, false); err != nil {
-			return err
-		}
+		dash.Register(mux, false)
 		creds := &cfg.flags.credentials
 		if port, err = listenHTTP(cfg.flags.http, creds.auth.wrap(mux), creds.httpTLS, log); err != nil {
 			return err
 		}
 		port.serve()
 	}
-	admin, err := listenAdmin(cfg, s, prom, refusals, log)
+	admin, err := listenAdmin(cfg, s, dash, refusals, log)
 	if err != nil {
 		if port != nil {
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.flags.stopTimeout)

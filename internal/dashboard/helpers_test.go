@@ -16,10 +16,10 @@ import (
 	"github.com/granary-go/granary/silo"
 )
 
-// startSilo starts a silo with the limiter grains and a meter provider
-// whose Prometheus exporter reports to the registry returned, as the
-// granary binary's does.
-func startSilo(t testing.TB) (*silo.Silo, *prometheus.Registry) {
+// startSilo starts a silo with the limiter grains, its dashboard, and a
+// meter provider whose Prometheus exporter reports to the registry
+// returned, as the granary binary's does.
+func startSilo(t testing.TB, opts Options) (*silo.Silo, *Dashboard, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	exporter, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
@@ -29,14 +29,17 @@ func startSilo(t testing.TB) (*silo.Silo, *prometheus.Registry) {
 		silo.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), silo.WithMeterProvider(provider))
 	require.NoError(t, err)
 	require.NoError(t, ratelimit.Register(s, ratelimit.Defaults{}))
+	d, err := New(s, reg, opts)
+	require.NoError(t, err)
 	require.NoError(t, s.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, s.Stop(ctx))
+		d.Close()
 		require.NoError(t, provider.Shutdown(ctx))
 	})
-	return s, reg
+	return s, d, reg
 }
 
 // acquire takes n single permits from l and returns how many it was

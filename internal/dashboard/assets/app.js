@@ -28,30 +28,76 @@ function ms(seconds) {
   return (seconds * 1000).toFixed(seconds < 0.001 ? 3 : 2);
 }
 
+// answeredSet names the silos (and incarnations) whose parts a snapshot
+// sums: totals of two snapshots make a rate only over the same set.
+function answeredSet(snap) {
+  return (snap.silos || []).filter(p => p.answered).map(p => p.name + "@" + p.generation).join(",");
+}
+
+function partsByName(snap) {
+  const parts = new Map();
+  for (const p of snap.silos || []) parts.set(p.name, p);
+  return parts;
+}
+
+function seconds(snap) {
+  return previous ? (new Date(snap.time) - new Date(previous.time)) / 1000 : 0;
+}
+
 function drawMembers(snap) {
+  const parts = partsByName(snap);
+  const before = previous ? partsByName(previous) : new Map();
+  const dt = seconds(snap);
   fill("members", snap.members, (tr, m) => {
     tr.dataset.name = m.name;
     if (m.name === snap.self) tr.className = "self";
+    const p = parts.get(m.name) || { answered: false, error: "not asked" };
     cell(tr, m.name);
     cell(tr, m.state).className = "state-" + m.state;
     cell(tr, m.status);
     cell(tr, m.generation);
     cell(tr, String(m.load), true);
+    cell(tr, p.answered ? String(p.activations) : "–", true);
+    const was = before.get(m.name);
+    const rate = p.answered && was && was.answered && was.generation === p.generation && dt > 0 ? ((p.calls - was.calls) / dt).toFixed(1) : "–";
+    cell(tr, rate, true);
     cell(tr, new Date(m.since).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z"));
+    const answer = cell(tr, p.answered ? "ok" : "no answer: " + (p.error || ""));
+    if (!p.answered) answer.className = "state-unreachable";
   });
 }
 
+// drawActivations draws a column per silo, in the members' order, and
+// one for the cluster.
 function drawActivations(snap) {
+  const silos = (snap.silos || []).map(p => p.name);
+  const head = document.querySelector("#activations thead tr");
+  const fresh = document.createElement("tr");
+  const th = text => { const h = document.createElement("th"); h.textContent = text; fresh.appendChild(h); return h; };
+  th("grain type");
+  for (const name of silos) {
+    const h = th(name);
+    h.className = "n";
+    h.dataset.silo = name;
+  }
+  th("all").className = "n";
+  head.replaceWith(fresh);
+  const parts = partsByName(snap);
   fill("activations", snap.activations, (tr, a) => {
     tr.dataset.type = a.type;
     cell(tr, a.type);
+    for (const name of silos) cell(tr, parts.get(name).answered ? String(a.silos[name] || 0) : "?", true);
     cell(tr, String(a.count), true);
   });
 }
 
 function drawLimiters(snap) {
-  const l = snap.limiters;
-  fill("limiters", l ? [l] : [], (tr, t) => {
+  const rows = (snap.silos || []).filter(p => p.limiters).map(p => ({ name: p.name, t: p.limiters }));
+  if (snap.limiters) rows.push({ name: "all", t: snap.limiters });
+  fill("limiters", rows, (tr, r) => {
+    tr.dataset.silo = r.name;
+    cell(tr, r.name);
+    const t = r.t;
     for (const v of [t.granted, t.rejected, t.queued, t.expired, t.cancelled, t.waiting]) cell(tr, String(v), true);
   });
 }
@@ -65,12 +111,13 @@ function drawKeys(snap) {
     return;
   }
   table.hidden = false;
-  note.textContent = snap.keys.active + " limiters active on this silo, " + snap.keys.asked + " asked.";
+  note.textContent = snap.keys.active + " limiters active on the silos that answered, " + snap.keys.asked + " asked.";
   fill("keys", snap.keys.hottest, (tr, k) => {
     tr.dataset.key = k.key;
     tr.dataset.algorithm = k.algorithm;
     cell(tr, k.algorithm);
     cell(tr, k.key);
+    cell(tr, k.silo);
     const u = cell(tr, "", true);
     const bar = document.createElement("span");
     bar.className = "util" + (k.utilization >= 0.9 ? " hot" : "");
@@ -85,9 +132,9 @@ function drawKeys(snap) {
 
 function drawCalls(snap) {
   const before = new Map();
-  let seconds = 0;
-  if (previous && previous.self === snap.self) {
-    seconds = (new Date(snap.time) - new Date(previous.time)) / 1000;
+  let dt = 0;
+  if (previous && previous.self === snap.self && answeredSet(previous) === answeredSet(snap)) {
+    dt = seconds(snap);
     for (const c of previous.calls || []) before.set(c.type + "\u0000" + c.method, c.total);
   }
   fill("calls", snap.calls || [], (tr, c) => {
@@ -97,7 +144,7 @@ function drawCalls(snap) {
     cell(tr, c.method);
     cell(tr, String(c.total), true);
     const was = before.get(c.type + "\u0000" + c.method);
-    cell(tr, seconds > 0 && was !== undefined ? ((c.total - was) / seconds).toFixed(1) : "–", true);
+    cell(tr, dt > 0 && was !== undefined ? ((c.total - was) / dt).toFixed(1) : "–", true);
     cell(tr, String(c.total - (c.outcomes.ok || 0)), true);
     cell(tr, c.timed ? ms(c.p50) : "–", true);
     cell(tr, c.timed ? ms(c.p99) : "–", true);
