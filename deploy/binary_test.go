@@ -150,7 +150,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// builtBinary builds cmd/granary from this checkout and reads its flags
+// builtBinary builds cmd/granary from this checkout, as the Dockerfile
+// does, and reads its flags
 // from its -h.
 func builtBinary(t *testing.T) (string, binaryFlags) {
 	t.Helper()
@@ -159,9 +160,11 @@ func builtBinary(t *testing.T) (string, binaryFlags) {
 			return
 		}
 		built.path = filepath.Join(built.dir, "granary")
-		build := exec.Command("go", "build", "-C", repoRoot, "-o", built.path, "./cmd/granary")
+		// The image's own build, so that what the tests check is what the
+		// image runs.
+		build := imageBuild(built.path)
 		if out, err := build.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build ./cmd/granary: %w\n%s", err, out)
+			built.err = fmt.Errorf("the Dockerfile's build of ./cmd/granary: %w\n%s", err, out)
 			return
 		}
 		help := exec.Command(built.path, "-h")
@@ -207,9 +210,19 @@ var startupHTTP = regexp.MustCompile(`HTTP on (\S+),`)
 // do).
 func startSilo(t *testing.T, path string, args ...string) *startedSilo {
 	t.Helper()
+	return startSiloWith(t, nil, path, args...)
+}
+
+// startSiloWith is startSilo with setup run on the command before it
+// starts.
+func startSiloWith(t *testing.T, setup func(*exec.Cmd), path string, args ...string) *startedSilo {
+	t.Helper()
 	args = append([]string{"-name", "manifest-check", "-gateway", "127.0.0.1:0", "-http", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(path, args...)
 	cmd.Env = environWithoutSettings()
+	if setup != nil {
+		setup(cmd)
+	}
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

@@ -1,12 +1,16 @@
 package deploy
 
 import (
+	"debug/elf"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,8 +21,16 @@ import (
 // joined, comments left out.
 func dockerfile(t *testing.T) [][2]string {
 	t.Helper()
-	data, err := os.ReadFile("Dockerfile")
+	out, err := readDockerfile()
 	require.NoError(t, err)
+	return out
+}
+
+func readDockerfile() ([][2]string, error) {
+	data, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		return nil, err
+	}
 	var out [][2]string
 	var cur string
 	for _, line := range strings.Split(string(data), "\n") {
@@ -34,7 +46,43 @@ func dockerfile(t *testing.T) [][2]string {
 		out = append(out, [2]string{strings.ToUpper(word), strings.TrimSpace(rest)})
 		cur = ""
 	}
-	return out
+	return out, nil
+}
+
+// imageBuild is the Dockerfile's build of the binary, run as its builder
+// stage runs it (RUN's shell form is sh -c, in the WORKDIR that holds the
+// checkout), writing the binary to path instead of where the image
+// copies it from.
+func imageBuild(path string) *exec.Cmd {
+	run, out := "", ""
+	ins, err := readDockerfile()
+	if err == nil {
+		run, out = imageBuildStep(ins)
+	}
+	cmd := exec.Command("sh", "-c", strings.Replace(run, "-o "+out, "-o "+path, 1))
+	if run == "" || out == "" || !strings.Contains(run, "-o "+out) {
+		// No build to run: the command fails, and the tests that need it
+		// with it (TestTheImagesBinaryServesAloneInAnEmptyRoot says why).
+		cmd = exec.Command("sh", "-c", "echo 'deploy/Dockerfile has no RUN go build -o X with COPY --from=build X /granary' >&2; exit 1")
+	}
+	cmd.Dir = repoRoot
+	return cmd
+}
+
+// imageBuildStep is the RUN instruction that builds the binary and the
+// path the image copies to /granary.
+func imageBuildStep(ins [][2]string) (run, out string) {
+	for _, in := range ins {
+		switch {
+		case in[0] == "RUN" && strings.Contains(in[1], "go build"):
+			run = in[1]
+		case in[0] == "COPY" && strings.HasPrefix(in[1], "--from="):
+			if f := strings.Fields(in[1]); len(f) == 3 && f[2] == "/granary" {
+				out = f[1]
+			}
+		}
+	}
+	return run, out
 }
 
 var goDirective = regexp.MustCompile(`(?m)^go (\d+\.\d+)`)
@@ -92,4 +140,60 @@ func TestDockerfileBuildsTheSiloTheManifestsRun(t *testing.T) {
 	slices.Sort(ports)
 	slices.Sort(exposed)
 	assert.Equal(t, ports, exposed, "EXPOSE lists the silo container's ports")
+}
+
+// The binary every test of this package runs is built by the Dockerfile's
+// own build command (builtBinary), and needs nothing of the base image:
+// statically linked, it serves as the image's user in a root that holds
+// the binary alone (no shell, no libc, no /etc), as on distroless/static.
+func TestTheImagesBinaryServesAloneInAnEmptyRoot(t *testing.T) {
+	run, out := imageBuildStep(dockerfile(t))
+	require.NotEmpty(t, run, "a RUN instruction builds the binary")
+	require.NotEmpty(t, out, "the image copies the built binary to /granary")
+	require.Contains(t, run, "-o "+out, "the build writes the binary the image copies")
+	path, _ := builtBinary(t)
+
+	f, err := elf.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, p := range f.Progs {
+		assert.NotEqual(t, elf.PT_INTERP, p.Type, "the binary names no dynamic loader")
+	}
+	libs, err := f.ImportedLibraries()
+	require.NoError(t, err)
+	assert.Empty(t, libs, "the binary needs no shared library")
+
+	if os.Geteuid() != 0 {
+		t.Skip("running the binary in an empty root needs chroot: run the tests as root (CI does)")
+	}
+	root := t.TempDir()
+	require.NoError(t, os.Chmod(root, 0o755))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "granary"), data, 0o755))
+	uid, gid := imageUser(t)
+	s := startSiloWith(t, func(cmd *exec.Cmd) {
+		cmd.Path = "/granary" // inside the root
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	}, path)
+	assert.Equal(t, http.StatusOK, s.get(t, "/readyz"), "the silo serves alone in its root, as the image's user")
+}
+
+// imageUser is the Dockerfile's USER, numeric.
+func imageUser(t *testing.T) (uid, gid uint32) {
+	t.Helper()
+	for _, ins := range dockerfile(t) {
+		if ins[0] != "USER" {
+			continue
+		}
+		u, g, _ := strings.Cut(ins[1], ":")
+		un, err := strconv.ParseUint(u, 10, 32)
+		require.NoError(t, err)
+		gn, err := strconv.ParseUint(g, 10, 32)
+		require.NoError(t, err)
+		return uint32(un), uint32(gn)
+	}
+	t.Fatal("the Dockerfile has no USER")
+	return 0, 0
 }
