@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,4 +38,35 @@ func TestAnAddressNamingAnUnsetVariableIsRefused(t *testing.T) {
 	f := parseSiloFlags(t, "-silo-address", "127.0.0.1:11111", "-gossip", "${POD_IP}:7946")
 	_, err := f.options()
 	require.ErrorContains(t, err, `-gossip "${POD_IP}:7946": $POD_IP not set in the environment`)
+}
+
+// loopbackInterface is the name of this machine's loopback interface.
+func loopbackInterface(t *testing.T) string {
+	t.Helper()
+	ifaces, err := net.Interfaces()
+	require.NoError(t, err)
+	for _, i := range ifaces {
+		if i.Flags&net.FlagLoopback != 0 && i.Flags&net.FlagUp != 0 {
+			return i.Name
+		}
+	}
+	t.Skip("no loopback interface that is up")
+	return ""
+}
+
+func TestAddressesComeFromANetworkInterface(t *testing.T) {
+	lo := loopbackInterface(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("0123456789abcdef0123"), 0o600))
+	f := parseSiloFlags(t, "-secret-file", secret, "-silo-address", "${interface:"+lo+"}:11111", "-gossip", "${interface:"+lo+"}:7946")
+	o, err := f.options()
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:11111", o.Cluster.SiloAddress, "the interface's IPv4 address")
+	assert.Equal(t, "127.0.0.1:7946", o.Cluster.GossipAddress)
+}
+
+func TestAnAddressNamingAMissingInterfaceIsRefused(t *testing.T) {
+	f := parseSiloFlags(t, "-silo-address", "127.0.0.1:11111", "-gossip", "${interface:no-such-if0}:7946")
+	_, err := f.options()
+	require.ErrorContains(t, err, `-gossip "${interface:no-such-if0}:7946": interface "no-such-if0"`)
 }

@@ -162,7 +162,7 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&f.gateway, "gateway", "GRANARY_GATEWAY", silo.DefaultGatewayAddress, "where clients connect (host:port; port 0 picks one; none: no gateway)")
 	s.stringVar(&o.Cluster.SiloAddress, "silo-address", "GRANARY_SILO_ADDRESS", "", "where other silos connect (host:port); setting it makes the silo join a cluster")
 	s.stringVar(&o.Cluster.AdvertiseAddress, "advertise", "GRANARY_ADVERTISE", "", "the address other silos dial for -silo-address, when it differs (0.0.0.0, NAT)")
-	s.stringVar(&o.Cluster.GossipAddress, "gossip", "GRANARY_GOSSIP", "127.0.0.1:7946", "where the silo gossips with the others (IP:port); address settings may name environment variables: ${POD_IP}:7946")
+	s.stringVar(&o.Cluster.GossipAddress, "gossip", "GRANARY_GOSSIP", "127.0.0.1:7946", "where the silo gossips with the others (IP:port); address settings may name environment variables or interfaces: ${POD_IP}:7946, ${interface:eth0}:7946")
 	s.stringVar(&o.Cluster.AdvertiseGossipAddress, "advertise-gossip", "GRANARY_ADVERTISE_GOSSIP", "", "the gossip address other silos use, when it differs")
 	s.stringVar(&f.seeds, "seeds", "GRANARY_SEEDS", "", "gossip addresses of the cluster's silos, comma-separated; give every silo the same list, itself included: a silo waits until another seed answers (none, or only itself: start a new cluster)")
 	s.boolVar(&o.Cluster.Bootstrap, "bootstrap", "GRANARY_BOOTSTRAP", false, "form a new cluster if no other seed answers at once: only to rebuild a cluster whose other silos are gone for good; dangerous on a restart (a second cluster forms if the others are briefly unreachable)")
