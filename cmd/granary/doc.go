@@ -30,8 +30,7 @@
 // calls and limiters; the admin port's (-admin) adds the hottest limiter
 // keys and /locate. Address settings may name environment variables
 // (${POD_IP}:7946) or network interfaces (${interface:eth0}:7946), and
-// seeds may be DNS names, resolved again while the
-// silo runs.
+// seeds may be DNS names, resolved again while the silo runs.
 //
 //	granary ctl [-http URL] [-admin URL] [-o table|json] members | locate TYPE KEY | limiter stats|config|reset|delete|configure ...
 //
