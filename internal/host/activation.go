@@ -165,8 +165,8 @@ func (a *activation) onBatch(first *Request) {
 		}
 	}()
 	for req := first; req != nil; {
-		rest = req.next
-		req.next = nil
+		rest = req.Next
+		req.Next = nil
 		a.do(a.core.request(req))
 		req = rest
 	}
@@ -225,7 +225,7 @@ func (a *activation) do(e effect) {
 		h.route(e.req)
 	case effFail:
 		e.req.Reply.Reply(e.req, nil, a.failure)
-		e.req.release()
+		e.req.Release()
 	case effDeactivate:
 		a.deactivateNow()
 	case effUnregister:
@@ -381,7 +381,7 @@ func (a *activation) runTurn(req *Request) {
 		h.stats.skippedCancelled.Add(1)
 		mc.counts[OutcomeCancelled].Add(1)
 		req.Reply.Reply(req, nil, req.Ctx.Err())
-		req.release()
+		req.Release()
 		return
 	}
 	if !a.touched.Load() { // a load is cheaper than a store, which fences
@@ -405,7 +405,7 @@ func (a *activation) runTurn(req *Request) {
 		if req.Metadata != nil {
 			cc.Context = &metadataContext{Context: cc.Context, metadata: req.Metadata}
 		}
-		req.cc = cc
+		req.Turn = cc
 		ctx = cc
 	case req.Caller != nil:
 		ctx = req.Caller // shared by the connection's calls: nothing to allocate
@@ -427,7 +427,7 @@ func (a *activation) runTurn(req *Request) {
 		} else {
 			mc.done(OutcomePanic, start, h.clock)
 			req.Reply.Reply(req, nil, err)
-			req.release()
+			req.Release()
 		}
 		a.apply(a.core.deactivate("panic"))
 		return
@@ -437,7 +437,7 @@ func (a *activation) runTurn(req *Request) {
 	default:
 		mc.done(outcomeOf(err), start, h.clock)
 		req.Reply.Reply(req, reply, err)
-		req.release()
+		req.Release()
 	}
 	a.afterTurn()
 }

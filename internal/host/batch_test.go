@@ -75,7 +75,7 @@ func TestDeliverInlineRunsABatchInOrderOneTurnEach(t *testing.T) {
 	}
 	assert.EqualValues(t, v+4, f.host.Stats().Invocations, "one invocation per request")
 	for _, req := range reqs {
-		assert.Nil(t, req.next, "the chain is undone as the batch runs")
+		assert.Nil(t, req.Next, "the chain is undone as the batch runs")
 	}
 }
 

@@ -73,8 +73,8 @@ func (c *grainContext) Defer() (*actor.Deferred, error) {
 	d := &deferred{a: a, req: req, ctx: req.Ctx, call: a.currentCall, start: a.callStart}
 	grainrt.InitDeferred(&d.pub, d)
 	switch {
-	case req.Budget > 0 && req.cc != nil:
-		d.deadline = req.cc.deadlineNow()
+	case req.Budget > 0 && req.Turn != nil:
+		d.deadline, _ = req.Turn.BudgetDeadline()
 	case req.Timeout > 0:
 		// The caller stops waiting then; a reply kept longer reaches nobody.
 		d.deadline = a.host.clock.Now().Add(req.Timeout)
@@ -233,6 +233,6 @@ func (d *deferred) Reply(reply proto.Message, err error) bool {
 		d.call.done(outcomeOf(err), d.start, a.host.clock)
 	}
 	req.Reply.Reply(req, reply, err)
-	req.release()
+	req.Release()
 	return true
 }

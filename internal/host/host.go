@@ -17,6 +17,7 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/delivery"
 	"github.com/granary-go/granary/internal/grainrt"
 	"github.com/granary-go/granary/proxy"
 )
@@ -371,15 +372,6 @@ func (h *Host) route(req *Request) {
 	h.Activate(req)
 }
 
-// ActivationLimiter is implemented by a Replier that budgets the new
-// activations its requests may create (a connection does): the host asks
-// it before it creates one.
-type ActivationLimiter interface {
-	// AllowActivation spends one unit of the budget, or reports false when
-	// none is left.
-	AllowActivation() bool
-}
-
 // admitActivation decides whether req may create an activation: the host's
 // bound, then the budget of the connection req came on. h.mu must be held.
 func (h *Host) admitActivation(req *Request) error {
@@ -387,22 +379,9 @@ func (h *Host) admitActivation(req *Request) error {
 		h.stats.refusedActivations.Add(1)
 		return fmt.Errorf("%w: %d activations, the silo's limit", proxy.ErrOverloaded, h.opts.MaxActivations)
 	}
-	if err := SpendActivation(req); err != nil {
+	if err := delivery.SpendActivation(req); err != nil {
 		h.stats.refusedActivations.Add(1)
 		return err
-	}
-	return nil
-}
-
-// SpendActivation spends one unit of the budget of new activations of the
-// connection req came on, if its Replier keeps one, or returns the
-// proxy.ErrOverloaded error to answer req with when none is left. The host
-// asks before it creates an activation; a router asks before it sends a
-// request for a grain it just placed on another silo, which cannot tell
-// whose request it was.
-func SpendActivation(req *Request) error {
-	if lim, ok := req.Reply.(ActivationLimiter); ok && !lim.AllowActivation() {
-		return fmt.Errorf("%w: this connection's budget of new activations is spent; retry later", proxy.ErrOverloaded)
 	}
 	return nil
 }
@@ -411,7 +390,7 @@ func SpendActivation(req *Request) error {
 func (h *Host) forward(req *Request, silo string) {
 	if h.router == nil {
 		req.Reply.Reply(req, nil, fmt.Errorf("%w: %s lives on silo %s and this host cannot forward", actor.ErrUnavailable, req.Target, silo))
-		req.release()
+		req.Release()
 		return
 	}
 	h.router.Forward(req, silo)
@@ -425,14 +404,14 @@ func (h *Host) Activate(req *Request) {
 	kind := h.kinds[req.Target.Type]
 	if kind == nil {
 		req.Reply.Reply(req, nil, fmt.Errorf("%w: %q", actor.ErrUnknownGrainType, req.Target.Type))
-		req.release()
+		req.Release()
 		return
 	}
 	h.mu.Lock()
 	if h.mu.stopping || !h.mu.started {
 		h.mu.Unlock()
 		req.Reply.Reply(req, nil, actor.ErrStopping)
-		req.release()
+		req.Release()
 		return
 	}
 	a := h.mu.acts.get(req.Target)
@@ -440,7 +419,7 @@ func (h *Host) Activate(req *Request) {
 		if err := h.admitActivation(req); err != nil {
 			h.mu.Unlock()
 			req.Reply.Reply(req, nil, err)
-			req.release()
+			req.Release()
 			return
 		}
 		a = h.newActivation(kind, req.Target)
@@ -469,7 +448,7 @@ func (h *Host) DeliverInline(reqs []*Request) (run func()) {
 	h.mu.RLock()
 	if a := h.mu.acts.get(reqs[0].Target); a != nil {
 		for i, req := range reqs[:len(reqs)-1] {
-			req.next = reqs[i+1]
+			req.Next = reqs[i+1]
 		}
 		run = a.postInline(reqs[0])
 		h.mu.RUnlock()

@@ -89,7 +89,7 @@ func (a *admission) allowActivation() bool {
 	return true
 }
 
-// AllowActivation implements host.ActivationLimiter: the host asks before
+// AllowActivation implements delivery.ActivationLimiter: the host asks before
 // it creates an activation for a request that came on this connection.
 func (e *Endpoint) AllowActivation() bool {
 	if e.admit.allowActivation() {

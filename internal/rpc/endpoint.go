@@ -14,7 +14,7 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/cancel"
-	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/delivery"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
@@ -28,9 +28,9 @@ var ErrNoInbound = fmt.Errorf("%w: this peer hosts no grains", proxy.ErrUnavaila
 // cannot have acted on it, so trying again cannot run it twice.
 var ErrNotSent = errors.New("rpc: request not sent")
 
-// Inbound receives the requests that arrive on an endpoint. host.Host is one.
+// Inbound receives the requests that arrive on an endpoint. The activation host is one.
 type Inbound interface {
-	Deliver(req *host.Request)
+	Deliver(req *delivery.Request)
 }
 
 // EndpointOptions configure an Endpoint.
@@ -72,7 +72,7 @@ type EndpointOptions struct {
 	// Caller is who the peer is, as its handshake proved, when it is a
 	// client: the identity its requests give their grains. A silo peer's
 	// requests name the silo, or the caller of a request it relays.
-	Caller *host.Caller
+	Caller *delivery.Caller
 }
 
 // Endpoint is one end of a connection between peers (client and gateway, or
@@ -99,13 +99,13 @@ type Endpoint struct {
 	moved    func(actor.GrainID, string)
 	rights   actor.Rights
 	required func(grainType string, method uint32) actor.Rights
-	caller   *host.Caller // a client peer's identity
+	caller   *delivery.Caller // a client peer's identity
 	// Used only on the reader goroutine: the identity of a silo peer, and
 	// that of the last caller it relayed for, so that a link's requests
 	// share Callers instead of allocating one each.
-	siloCaller    *host.Caller
+	siloCaller    *delivery.Caller
 	relayed       *wire.Identity
-	relayedCaller *host.Caller
+	relayedCaller *delivery.Caller
 
 	cancelWatches, cancelsSent atomic.Int64
 	rejections                 [numRejections]atomic.Int64
@@ -115,7 +115,7 @@ type Endpoint struct {
 
 var (
 	_ proxy.Caller      = (*Endpoint)(nil)
-	_ host.Replier      = (*Endpoint)(nil)
+	_ delivery.Replier  = (*Endpoint)(nil)
 	_ transport.Handler = (*Endpoint)(nil)
 )
 
@@ -390,7 +390,7 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 		e.refuse(env.CallID, overloadedInFlight(e.admit.maxInFlight))
 		return
 	}
-	req := host.NewRequest()
+	req := delivery.NewRequest()
 	req.Target = actor.GrainID{Type: env.GrainType, Key: env.GrainKey}
 	req.CallID, req.MethodID = env.CallID, env.MethodID
 	req.Payload, req.Budget, req.Reply = env.Payload, env.Budget, e
@@ -436,22 +436,22 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 // other end of c: the caller the silo names when it relays a request, or
 // else the silo itself. It runs on the reader goroutine, which alone
 // touches the fields it caches.
-func (e *Endpoint) callerFromSilo(c *transport.Conn, named *wire.Identity) *host.Caller {
+func (e *Endpoint) callerFromSilo(c *transport.Conn, named *wire.Identity) *delivery.Caller {
 	if named == nil {
 		if e.siloCaller == nil {
-			e.siloCaller = host.NewCaller(actor.Identity{Kind: actor.CallerSilo, Name: c.Peer().SiloID})
+			e.siloCaller = delivery.NewCaller(actor.Identity{Kind: actor.CallerSilo, Name: c.Peer().SiloID})
 		}
 		return e.siloCaller
 	}
 	if named != e.relayed { // the decoder shares an Identity that repeats
-		e.relayed, e.relayedCaller = named, host.NewCaller(identityOf(named))
+		e.relayed, e.relayedCaller = named, delivery.NewCaller(identityOf(named))
 	}
 	return e.relayedCaller
 }
 
-// Reply implements host.Replier: it sends the outcome of a request that
+// Reply implements delivery.Replier: it sends the outcome of a request that
 // arrived on this endpoint.
-func (e *Endpoint) Reply(req *host.Request, reply proto.Message, err error) {
+func (e *Endpoint) Reply(req *delivery.Request, reply proto.Message, err error) {
 	e.inFlight.Add(-1)
 	if err != nil {
 		if k, ok := rejectionOf(err); ok {

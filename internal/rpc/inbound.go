@@ -4,26 +4,24 @@ import (
 	"sync"
 	"time"
 
-	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/delivery"
 )
 
 // InlineInbound is an Inbound that can hand a request's turn back to the
-// delivering goroutine. host.Host is one.
+// delivering goroutine. The activation host is one.
 type InlineInbound interface {
 	Inbound
 	// DeliverInline delivers reqs, which all call the same grain, and,
 	// when its activation was idle, returns the processing that runs their
 	// turns, for the caller to run instead of waking another goroutine;
 	// otherwise nil. It does not retain reqs.
-	DeliverInline(reqs []*host.Request) (run func())
+	DeliverInline(reqs []*delivery.Request) (run func())
 }
 
 // stallCheckInterval is how often a busy inbound runner is checked for a
 // turn that does not end. It uses real time, not the endpoint's clock: it
 // keeps requests moving, it does not decide any outcome, and a test that
 // freezes its clock must not freeze delivery.
-var _ InlineInbound = (*host.Host)(nil)
-
 const stallCheckInterval = 5 * time.Millisecond
 
 // inboundRunner runs the turns of requests that arrive on one connection.
@@ -51,7 +49,7 @@ type inboundRunner struct {
 
 	mu struct {
 		sync.Mutex
-		queue     []*host.Request
+		queue     []*delivery.Request
 		claimed   []func() // turns of idle activations, to run in order
 		next      int      // first of claimed not yet run
 		started   bool     // the runner goroutine exists
@@ -74,7 +72,7 @@ func newInboundRunner(in InlineInbound) *inboundRunner {
 }
 
 // deliver is called on the reader goroutine. It never runs grain code.
-func (r *inboundRunner) deliver(req *host.Request) {
+func (r *inboundRunner) deliver(req *delivery.Request) {
 	req.Waiting = r.handOffFn
 	r.mu.Lock()
 	if r.mu.stalled || r.mu.stopping {

@@ -10,7 +10,7 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/cancel"
-	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/delivery"
 	"github.com/granary-go/granary/internal/turn"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
@@ -25,12 +25,12 @@ type LocalCaller struct {
 	timeout func() time.Duration
 	calls   callTable
 	cancels *cancel.Registry // contexts of cancellable calls, as on a connection
-	caller  *host.Caller     // who the calls are from: the silo; nil until Identified
+	caller  *delivery.Caller // who the calls are from: the silo; nil until Identified
 }
 
 var (
-	_ proxy.Caller = (*LocalCaller)(nil)
-	_ host.Replier = (*LocalCaller)(nil)
+	_ proxy.Caller     = (*LocalCaller)(nil)
+	_ delivery.Replier = (*LocalCaller)(nil)
 )
 
 // NewLocalCaller returns a caller that delivers to inbound. timeout supplies
@@ -51,7 +51,7 @@ func NewLocalCaller(inbound Inbound, timeout func() time.Duration, c clock.Clock
 // Identified makes the calls of l come from id (the silo), for grains that
 // ask who calls them, and returns l. Call it before the first call.
 func (l *LocalCaller) Identified(id actor.Identity) *LocalCaller {
-	l.caller = host.NewCaller(id)
+	l.caller = delivery.NewCaller(id)
 	return l
 }
 
@@ -84,7 +84,7 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 		putPending(p)
 		return err
 	}
-	req := host.NewRequest()
+	req := delivery.NewRequest()
 	req.Target, req.CallID, req.MethodID = call.Target, id, call.Method.ID
 	req.Payload, req.Budget, req.Reply = payload, call.Budget, l
 	req.Hint, req.Timeout, req.FromSilo = call.PlacementHint, call.Timeout, true
@@ -127,11 +127,11 @@ func willWait(ctx context.Context) {
 	}
 }
 
-// Reply implements host.Replier. The reply is encoded inside the grain's
+// Reply implements delivery.Replier. The reply is encoded inside the grain's
 // turn, so the caller never shares a message with the grain, and an error
 // goes through what a reply over a connection carries, so the caller gets
 // the same error whether the grain is local or remote.
-func (l *LocalCaller) Reply(req *host.Request, reply proto.Message, err error) {
+func (l *LocalCaller) Reply(req *delivery.Request, reply proto.Message, err error) {
 	if req.Registered {
 		l.cancels.Done(req.CallID)
 	}
@@ -148,7 +148,7 @@ func (l *LocalCaller) Reply(req *host.Request, reply proto.Message, err error) {
 
 // ReplyRaw implements originReplier, for calls of this caller that a
 // silo link relayed.
-func (l *LocalCaller) ReplyRaw(req *host.Request, reply wire.Envelope) {
+func (l *LocalCaller) ReplyRaw(req *delivery.Request, reply wire.Envelope) {
 	if req.Registered {
 		l.cancels.Done(req.CallID)
 	}
@@ -164,7 +164,7 @@ func (l *LocalCaller) ReplyRaw(req *host.Request, reply wire.Envelope) {
 
 // watch implements originReplier: a relayed call of a caller that can
 // cancel ends when it does.
-func (l *LocalCaller) watch(req *host.Request, fn func()) (stop func() bool) {
+func (l *LocalCaller) watch(req *delivery.Request, fn func()) (stop func() bool) {
 	if req.Ctx == nil {
 		return nil
 	}

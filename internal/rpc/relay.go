@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/delivery"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
 )
@@ -23,19 +23,19 @@ import (
 // originReplier is what a relay needs of the Replier a request came with.
 // Endpoint and LocalCaller implement it.
 type originReplier interface {
-	host.Replier
+	delivery.Replier
 	// ReplyRaw answers req with a reply as it arrived from the link:
 	// status, error and payload, still encoded.
-	ReplyRaw(req *host.Request, reply wire.Envelope)
+	ReplyRaw(req *delivery.Request, reply wire.Envelope)
 	// watch calls fn once when req's caller cancels or the origin goes
 	// away, until stop is called.
-	watch(req *host.Request, fn func()) (stop func() bool)
+	watch(req *delivery.Request, fn func()) (stop func() bool)
 }
 
 // relayEntry is one relayed request in a link's call table.
 type relayEntry struct {
 	link      *Endpoint
-	req       *host.Request
+	req       *delivery.Request
 	stop      func() bool   // stops the watch on the origin
 	id        atomic.Uint64 // the call id on the link, once known
 	abandoned atomic.Bool   // the origin gave up before the id was known
@@ -45,7 +45,7 @@ type relayEntry struct {
 // e's connection, on over it, with one more hop. The reply, or the reason
 // the call failed, goes to req.Reply, which then owns nothing of req: the
 // relay releases it.
-func (e *Endpoint) Relay(req *host.Request) {
+func (e *Endpoint) Relay(req *delivery.Request) {
 	if req.Ctx != nil && req.Ctx.Err() != nil {
 		req.Reply.Reply(req, nil, req.Ctx.Err()) // the caller gave up already: nothing is sent
 		req.Release()
@@ -194,7 +194,7 @@ func (r *relayEntry) stopWatch() {
 
 // ReplyRaw implements originReplier: it sends a reply that came from a
 // link back on this connection, its payload and failure as they arrived.
-func (e *Endpoint) ReplyRaw(req *host.Request, reply wire.Envelope) {
+func (e *Endpoint) ReplyRaw(req *delivery.Request, reply wire.Envelope) {
 	e.inFlight.Add(-1)
 	if req.Registered {
 		e.cancels.Done(req.CallID)
@@ -214,7 +214,7 @@ func (e *Endpoint) ReplyRaw(req *host.Request, reply wire.Envelope) {
 // watch implements originReplier. A request its caller can cancel is
 // watched through its context; any other is registered for the watch
 // alone, so that this connection closing still ends the relayed call.
-func (e *Endpoint) watch(req *host.Request, fn func()) (stop func() bool) {
+func (e *Endpoint) watch(req *delivery.Request, fn func()) (stop func() bool) {
 	ctx := req.Ctx
 	if ctx == nil {
 		var err error

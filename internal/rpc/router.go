@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/delivery"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -46,7 +46,7 @@ type Links interface {
 
 // Activator is the part of the activation host a router uses.
 type Activator interface {
-	Activate(req *host.Request)
+	Activate(req *delivery.Request)
 }
 
 // Router sends each request for a grain that has no activation here where
@@ -64,19 +64,17 @@ type Router struct {
 	// Systems serve the requests addressed to the silo itself rather than
 	// to a grain (the directory, for one), by grain type. They run on the
 	// delivering goroutine and must not block.
-	Systems map[string]func(req *host.Request)
+	Systems map[string]func(req *delivery.Request)
 
 	host Activator
 }
-
-var _ host.Router = (*Router)(nil)
 
 // SetHost sets the host that activates grains living here. The host is
 // built with the router, so it is given afterwards, before any request.
 func (r *Router) SetHost(h Activator) { r.host = h }
 
 // Route implements host.Router.
-func (r *Router) Route(req *host.Request) {
+func (r *Router) Route(req *delivery.Request) {
 	if serve := r.Systems[req.Target.Type]; serve != nil {
 		if !req.FromSilo {
 			// A client may not reach the directory: to it, no such type.
@@ -107,7 +105,7 @@ func (r *Router) Route(req *host.Request) {
 
 // located sends req where the locator said its grain lives; placed says
 // that the grain is new there.
-func (r *Router) located(req *host.Request, silo string, placed bool, err error) {
+func (r *Router) located(req *delivery.Request, silo string, placed bool, err error) {
 	switch {
 	case err != nil:
 		req.Reply.Reply(req, nil, fmt.Errorf("%w: locate %s: %w", proxy.ErrUnavailable, req.Target, err))
@@ -119,7 +117,7 @@ func (r *Router) located(req *host.Request, silo string, placed bool, err error)
 			// The silo it goes to sees only the link, whose requests have
 			// no budget: the connection the request came on pays for the
 			// new activation here, as it would for one on this silo.
-			if err := host.SpendActivation(req); err != nil {
+			if err := delivery.SpendActivation(req); err != nil {
 				req.Reply.Reply(req, nil, err)
 				req.Release()
 				return
@@ -136,7 +134,7 @@ func (r *Router) located(req *host.Request, silo string, placed bool, err error)
 
 // Forward implements host.Router: it relays req to silo, unless that
 // would take it past the forwarding limit.
-func (r *Router) Forward(req *host.Request, silo string) {
+func (r *Router) Forward(req *delivery.Request, silo string) {
 	limit := r.MaxHops
 	if limit == 0 {
 		limit = DefaultMaxHops
@@ -172,7 +170,7 @@ func (r *Router) Forward(req *host.Request, silo string) {
 
 // unreachable fails req, whose grain lives on a silo this one cannot
 // reach, and forgets that location.
-func (r *Router) unreachable(req *host.Request, silo string, err error) {
+func (r *Router) unreachable(req *delivery.Request, silo string, err error) {
 	if f, ok := r.Locator.(forgetter); ok {
 		f.Forget(req.Target)
 	}
@@ -200,8 +198,6 @@ type StaticLocator struct {
 		fallback string
 	}
 }
-
-var _ host.Directory = (*StaticLocator)(nil)
 
 // NewStaticLocator returns an empty table for the silo named self.
 func NewStaticLocator(self string) *StaticLocator {
