@@ -15,7 +15,6 @@ import (
 	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/ring"
 	"github.com/granary-go/granary/internal/rpc"
-	"github.com/granary-go/granary/internal/silohooks"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/placement"
@@ -355,5 +354,3 @@ func (s *Silo) Locate(ctx context.Context, id actor.GrainID) (silo string, found
 	}
 	return s.dir.Find(ctx, id)
 }
-
-func init() { silohooks.Kill = func(s any) { s.(*Silo).kill() } }

@@ -36,12 +36,18 @@ func (s *Silo) registerMetrics() error {
 	return nil
 }
 
-func init() { metrics.Attach = attachMetrics }
+// attachAcquisitions implements the hook through which grains/ratelimit
+// reports the limiter instruments beside the silo's own.
+func (s *Silo) attachAcquisitions(read func() metrics.Acquisitions) (bool, error) {
+	return s.attachMetrics(func(mp metric.MeterProvider, silo string) (io.Closer, error) {
+		return metrics.RegisterAcquisitions(mp, silo, read)
+	})
+}
 
-// attachMetrics implements metrics.Attach.
-func attachMetrics(r any, register func(mp metric.MeterProvider, silo string) (io.Closer, error)) (bool, error) {
-	s, ok := r.(*Silo)
-	if !ok || s.deps.meters == nil {
+// attachMetrics registers instruments through register with the silo's
+// meter provider, if it has one, and closes them when the silo stops.
+func (s *Silo) attachMetrics(register func(mp metric.MeterProvider, silo string) (io.Closer, error)) (bool, error) {
+	if s.deps.meters == nil {
 		return false, nil
 	}
 	s.mu.Lock()

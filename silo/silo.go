@@ -22,6 +22,8 @@ import (
 	"github.com/granary-go/granary/internal/metrics"
 	"github.com/granary-go/granary/internal/ratelog"
 	"github.com/granary-go/granary/internal/rpc"
+	"github.com/granary-go/granary/internal/silohooks"
+	"github.com/granary-go/granary/internal/silohost"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/persistence"
@@ -66,6 +68,8 @@ type Silo struct {
 	fence siloFence // the minority fence (fence.go)
 
 	background
+	hooks     // what granary's own packages reach and users do not (internal/silohooks)
+	hostHooks // the same for the server's packages, in the host's types (internal/silohost)
 
 	mu struct {
 		sync.Mutex
@@ -86,16 +90,27 @@ type Silo struct {
 		started                    bool
 		stopped                    bool
 		since                      time.Time   // when starting, started or stopped last changed
-		attached                   []io.Closer // instruments attached by metrics.Attach
+		attached                   []io.Closer // instruments attached through the silo's hooks
 
 		gatewayClosed chan struct{} // closed once the gateway has closed
 		gatewayErr    error
 
-		systems map[string]func(*host.Request) // added by silohooks.ServeSystem
+		systems map[string]func(*host.Request) // added by silohost.ServeSystem
 	}
 }
 
-var _ proxy.Registrar = (*Silo)(nil)
+var (
+	_ proxy.Registrar = (*Silo)(nil)
+	_ silohooks.Silo  = (*Silo)(nil)
+	_ silohost.Silo   = (*Silo)(nil)
+)
+
+// hooks and hostHooks name the embedded hooks so that the fields, and
+// with them the hooks, stay unexported.
+type (
+	hooks     = silohooks.Hooks
+	hostHooks = silohost.Hooks
+)
 
 // New returns a silo. It does no I/O: Start does.
 func New(opts Options, optFns ...Option) (*Silo, error) {
@@ -104,6 +119,8 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 		return nil, err
 	}
 	s := &Silo{opts: opts}
+	silohooks.Init(&s.hooks, silohooks.Funcs{Kill: s.kill, AttachAcquisitions: s.attachAcquisitions})
+	silohost.Init(&s.hostHooks, silohost.Funcs{ServeSystem: s.serveSystem, PeerCaller: s.peerCaller})
 	for _, fn := range optFns {
 		fn(&s.deps)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/granary-go/granary/internal/directory"
 	"github.com/granary-go/granary/internal/host"
-	"github.com/granary-go/granary/internal/silohooks"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -16,20 +15,16 @@ import (
 // links: the directory, and what internal packages add before it starts
 // (the dashboard's statistics). Clients never reach them (rpc.Router).
 
-func init() {
-	silohooks.ServeSystem = func(s any, serviceType string, serve func(*host.Request)) error {
-		return s.(*Silo).serveSystem(serviceType, serve)
+// peerCaller implements silohost.PeerCaller.
+func (s *Silo) peerCaller(ctx context.Context, peer string) (proxy.Caller, error) {
+	ep, err := s.ensureLink(ctx, peer)
+	if err != nil {
+		return nil, err
 	}
-	silohooks.PeerCaller = func(ctx context.Context, s any, peer string) (proxy.Caller, error) {
-		ep, err := s.(*Silo).ensureLink(ctx, peer)
-		if err != nil {
-			return nil, err
-		}
-		return linkCaller{ep}, nil
-	}
+	return linkCaller{ep}, nil
 }
 
-// serveSystem implements silohooks.ServeSystem.
+// serveSystem implements silohost.ServeSystem.
 func (s *Silo) serveSystem(serviceType string, serve func(*host.Request)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

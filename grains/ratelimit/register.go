@@ -3,15 +3,12 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"sync"
 	"weak"
 
-	"go.opentelemetry.io/otel/metric"
-
 	"github.com/granary-go/granary/grains/ratelimit/internal/limitgrain"
-	"github.com/granary-go/granary/internal/metrics"
+	"github.com/granary-go/granary/internal/silohooks"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -82,20 +79,19 @@ func registerGrains(r proxy.Registrar, defaults Defaults) (*limitgrain.Counters,
 
 // attachMetrics reports the limiter instruments (docs/operations.md)
 // through the meter provider of the silo r, if it has one, for as long as
-// it runs.
+// it runs. The silo registers them: this package links no metrics SDK,
+// so that a program that only holds limiters links no server.
 func attachMetrics(r proxy.Registrar, counters *limitgrain.Counters) error {
-	if metrics.Attach == nil {
+	s, ok := r.(silohooks.Silo)
+	if !ok {
 		return nil
 	}
-	read := func() metrics.Acquisitions {
-		s := counters.Snapshot()
-		return metrics.Acquisitions{
-			Granted: s.Granted, Rejected: s.Rejected, Expired: s.Expired, Cancelled: s.Cancelled,
-			Queued: s.Queued, Waiting: s.Waiting,
+	_, err := silohooks.AttachAcquisitions(s, func() silohooks.Acquisitions {
+		c := counters.Snapshot()
+		return silohooks.Acquisitions{
+			Granted: c.Granted, Rejected: c.Rejected, Expired: c.Expired, Cancelled: c.Cancelled,
+			Queued: c.Queued, Waiting: c.Waiting,
 		}
-	}
-	_, err := metrics.Attach(r, func(mp metric.MeterProvider, silo string) (io.Closer, error) {
-		return metrics.RegisterAcquisitions(mp, silo, read)
 	})
 	return err
 }

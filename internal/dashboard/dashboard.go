@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/granary-go/granary/internal/dashboard/dashboardpb"
-	"github.com/granary-go/granary/internal/silohooks"
+	"github.com/granary-go/granary/internal/silohost"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -140,7 +140,7 @@ func New(s *silo.Silo, gatherer prometheus.Gatherer, opts Options) (*Dashboard, 
 	}
 	d := &Dashboard{silo: s, gatherer: gatherer, opts: opts, now: time.Now}
 	d.view, d.build, d.ask = s.ClusterView, d.buildPart, d.askPeer
-	if err := silohooks.ServeSystem(s, dashboardpb.StatsGrainType, d.serve); err != nil {
+	if err := silohost.ServeSystem(s, dashboardpb.StatsGrainType, d.serve); err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	return d, nil

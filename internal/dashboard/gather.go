@@ -14,7 +14,7 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	dpb "github.com/granary-go/granary/internal/dashboard/dashboardpb"
-	"github.com/granary-go/granary/internal/silohooks"
+	"github.com/granary-go/granary/internal/silohost"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -234,7 +234,7 @@ func (d *Dashboard) mergeKeys(parts []*dpb.SnapshotReply) *KeyTable {
 
 // askPeer asks the silo named peer for its part over the link to it.
 func (d *Dashboard) askPeer(ctx context.Context, peer string, keys bool) (*dpb.SnapshotReply, error) {
-	c, err := silohooks.PeerCaller(ctx, d.silo, peer)
+	c, err := silohost.PeerCaller(ctx, d.silo, peer)
 	if err != nil {
 		return nil, err
 	}

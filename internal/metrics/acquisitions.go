@@ -1,16 +1,14 @@
 package metrics
 
-import "go.opentelemetry.io/otel/metric"
+import (
+	"go.opentelemetry.io/otel/metric"
 
-// Acquisitions are what a silo's limiter grains answered to acquisitions,
-// as grains/ratelimit counts them (ratelimit.SiloStats): the bridge
-// reports them beside the silo's own instruments. It cannot read them
-// itself: the silo knows nothing of rate limiting.
-type Acquisitions struct {
-	Granted, Rejected, Expired, Cancelled uint64 // how acquisitions ended
-	Queued                                uint64 // acquisitions that waited; each also ends as one of the above
-	Waiting                               int64  // the calls the limiter grains hold now
-}
+	"github.com/granary-go/granary/internal/silohooks"
+)
+
+// Acquisitions are what a silo's limiter grains answered to
+// acquisitions; grains/ratelimit hands them to the silo through its hooks.
+type Acquisitions = silohooks.Acquisitions
 
 // acquisitionInstruments are the limiter instruments, read from
 // Acquisitions.
