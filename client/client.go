@@ -224,8 +224,26 @@ func (c *Client) ResponseTimeout() time.Duration { return c.opts.ResponseTimeout
 // OutgoingFilters lets references built on this client apply its filters.
 func (c *Client) OutgoingFilters() []proxy.OutgoingFilter { return c.deps.outgoing }
 
-// Stats are a client's counters, for tests and metrics.
-type Stats = rpc.EndpointStats
+// Stats are the counters of a client's connection, for tests and metrics.
+type Stats struct {
+	Pending       int     // calls waiting for their replies
+	CancelWatches int64   // calls that watched their context, to send a cancel
+	CancelsSent   int64   // cancels sent to the gateway
+	Timeouts      int64   // calls failed by their response timeout
+	Transport     Traffic // the connection's traffic
+}
+
+// Traffic counts what a connection carried.
+type Traffic struct {
+	FramesQueued       uint64 // frames queued to be sent
+	FramesWritten      uint64 // frames handed to the socket
+	BatchesWritten     uint64 // socket writes; each carries every frame queued while the previous one ran
+	BytesWritten       uint64 // bytes handed to the socket, length prefixes and heartbeats included
+	FramesRead         uint64 // frames read
+	BytesRead          uint64 // body bytes read
+	HeartbeatsSent     uint64 // heartbeats sent to the gateway
+	HeartbeatsReceived uint64 // heartbeats the gateway sent
+}
 
 // Stats returns the counters of the current connection.
 func (c *Client) Stats() Stats {
@@ -233,7 +251,13 @@ func (c *Client) Stats() Stats {
 	if ep == nil {
 		return Stats{}
 	}
-	return ep.Stats()
+	st := ep.Stats()
+	return Stats{
+		Pending: st.Pending, CancelWatches: st.CancelWatches, CancelsSent: st.CancelsSent, Timeouts: st.Timeouts,
+		// The same counters as the transport's, which a compile error
+		// here would say had changed.
+		Transport: Traffic(st.Transport),
+	}
 }
 
 // Close closes the connection; waiting calls fail with
