@@ -229,8 +229,8 @@ func (s *Silo) applyView(v cluster.View) {
 		if m.ID == s.opts.Name || m.ID > s.opts.Name {
 			continue // the silo with the smaller name dials
 		}
-		if _, err := s.Link(m.ID); err != nil {
-			s.LinkLater(m.ID, func(*rpc.Endpoint, error) {})
+		if _, err := s.linkOf(m.ID); err != nil {
+			s.linkLater(m.ID, func(*rpc.Endpoint, error) {})
 		}
 	}
 }

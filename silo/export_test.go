@@ -38,3 +38,10 @@ type ReachabilitySource = reachabilitySource
 func WithReachability(wrap func(self string, membership ReachabilitySource) ReachabilitySource) Option {
 	return func(d *deps) { d.reachability = wrap }
 }
+
+// Link returns the link to another silo, for tests of the links.
+func (s *Silo) Link(silo string) (*rpc.Endpoint, error) { return s.linkOf(silo) }
+
+// LinkLater gives done the link to silo once it is up, for tests of the
+// links.
+func (s *Silo) LinkLater(silo string, done func(*rpc.Endpoint, error)) { s.linkLater(silo, done) }

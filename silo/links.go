@@ -50,8 +50,21 @@ func (h *linkHandler) HandleClose(c *transport.Conn, err error) {
 	h.silo.dropLink(h.l, h.Endpoint.Stats())
 }
 
-// Link implements rpc.Links: it returns the link to another silo.
-func (s *Silo) Link(silo string) (*rpc.Endpoint, error) {
+// siloLinks are the silo's links as its router reaches them (rpc.Links,
+// and the router's way to wait for a link), so that they stay out of the
+// silo's exported methods.
+type siloLinks Silo
+
+// Link implements rpc.Links.
+func (l *siloLinks) Link(silo string) (*rpc.Endpoint, error) { return (*Silo)(l).linkOf(silo) }
+
+// LinkLater lets the router wait for a link.
+func (l *siloLinks) LinkLater(silo string, done func(*rpc.Endpoint, error)) {
+	(*Silo)(l).linkLater(silo, done)
+}
+
+// linkOf returns the link to another silo.
+func (s *Silo) linkOf(silo string) (*rpc.Endpoint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l := s.mu.links[silo]; l != nil {
@@ -60,9 +73,9 @@ func (s *Silo) Link(silo string) (*rpc.Endpoint, error) {
 	return nil, fmt.Errorf("%w: %s", ErrNoLink, silo)
 }
 
-// LinkLater implements the router's way to wait for a link: done gets the
-// link to silo once it is up, dialling it when nobody is.
-func (s *Silo) LinkLater(silo string, done func(*rpc.Endpoint, error)) {
+// linkLater gives done the link to silo once it is up, dialling it when
+// nobody is.
+func (s *Silo) linkLater(silo string, done func(*rpc.Endpoint, error)) {
 	s.mu.Lock()
 	if l := s.mu.links[silo]; l != nil {
 		s.mu.Unlock()
@@ -92,7 +105,7 @@ func (s *Silo) ensureLink(ctx context.Context, silo string) (*rpc.Endpoint, erro
 	got := make(chan struct{})
 	var ep *rpc.Endpoint
 	var err error
-	s.LinkLater(silo, func(e *rpc.Endpoint, e2 error) {
+	s.linkLater(silo, func(e *rpc.Endpoint, e2 error) {
 		ep, err = e, e2
 		close(got)
 	})

@@ -141,7 +141,7 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 	}
 	s.flusher = flusher
 	s.caller = &hostedCaller{
-		LocalCaller: rpc.NewLocalCaller(s, func() time.Duration { return s.opts.ResponseTimeout }, s.deps.clock, opts.TimeoutResolution).
+		LocalCaller: rpc.NewLocalCaller((*localInbound)(s), func() time.Duration { return s.opts.ResponseTimeout }, s.deps.clock, opts.TimeoutResolution).
 			Identified(actor.Identity{Kind: actor.CallerSilo, Name: opts.Name}),
 		filters: s.deps.outgoing,
 	}
@@ -150,7 +150,7 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 	s.mu.links = make(map[string]*link)
 	s.mu.linkWaiters = make(map[string][]func(*rpc.Endpoint, error))
 	s.mu.dialing = make(map[string]bool)
-	s.router = &rpc.Router{Self: opts.Name, Locator: s.deps.locator, Links: s}
+	s.router = &rpc.Router{Self: opts.Name, Locator: s.deps.locator, Links: (*siloLinks)(s)}
 	if err := s.registerMetrics(); err != nil {
 		return nil, err
 	}
@@ -444,11 +444,18 @@ func CallerOf(gc *actor.Context) proxy.Caller {
 	return s.caller
 }
 
-// Deliver hands a request to the silo's activations. It fails requests with
+// localInbound is the silo as its own caller delivers to it (rpc.Inbound),
+// so that delivering stays out of the silo's exported methods.
+type localInbound Silo
+
+// Deliver implements rpc.Inbound.
+func (l *localInbound) Deliver(req *host.Request) { (*Silo)(l).deliver(req) }
+
+// deliver hands a request to the silo's activations. It fails requests with
 // actor.ErrStopping while the silo is not running, and with an error
 // wrapping ErrFenced and proxy.ErrUnavailable while the minority fence is
 // up.
-func (s *Silo) Deliver(req *host.Request) {
+func (s *Silo) deliver(req *host.Request) {
 	host := s.host.Load()
 	if host == nil {
 		req.Reply.Reply(req, nil, actor.ErrStopping)
