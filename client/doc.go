@@ -20,4 +20,9 @@
 // connection. A call that dials does so within its own response timeout
 // (and within DialTimeout per gateway), and is sent with the time that
 // remains; calls that wait for another call's dial wait within theirs.
+//
+// A program that imports only this package, generated references and the
+// limiter holders of grains/ratelimit links none of the server: no
+// activation host, gossip, directory or metrics SDK (docs/architecture.md
+// gives the counts).
 package client

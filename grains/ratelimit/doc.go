@@ -34,6 +34,10 @@
 // release (Release sends nothing); concurrency leases hold their permits
 // until released.
 //
+// A service that only holds limiters links none of the server: this
+// package imports no silo, and Register reaches the metrics of the silo
+// it is given through that silo (examples/limitclient is such a service).
+//
 // Named configurations (Configs, Named) let holders and middleware refer
 // to options by a case-insensitive name; a Group makes several limiters
 // one decision, taken at once.
