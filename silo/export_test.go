@@ -3,6 +3,7 @@ package silo
 import (
 	"context"
 
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/rpc"
 )
 
@@ -38,6 +39,9 @@ type ReachabilitySource = reachabilitySource
 func WithReachability(wrap func(self string, membership ReachabilitySource) ReachabilitySource) Option {
 	return func(d *deps) { d.reachability = wrap }
 }
+
+// Host returns the activation host, or nil before Start.
+func (s *Silo) Host() *host.Host { return s.host.Load() }
 
 // Link returns the link to another silo, for tests of the links.
 func (s *Silo) Link(silo string) (*rpc.Endpoint, error) { return s.linkOf(silo) }

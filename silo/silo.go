@@ -69,7 +69,7 @@ type Silo struct {
 
 	background
 	hooks     // what granary's own packages reach and users do not (internal/silohooks)
-	hostHooks // the same for the server's packages, in the host's types (internal/silohost)
+	hostHooks // the same for the server's packages: the host, system services (internal/silohost)
 
 	mu struct {
 		sync.Mutex
@@ -120,7 +120,7 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 	}
 	s := &Silo{opts: opts}
 	silohooks.Init(&s.hooks, silohooks.Funcs{Kill: s.kill, AttachAcquisitions: s.attachAcquisitions})
-	silohost.Init(&s.hostHooks, silohost.Funcs{ServeSystem: s.serveSystem, PeerCaller: s.peerCaller})
+	silohost.Init(&s.hostHooks, silohost.Funcs{Host: s.host.Load, ServeSystem: s.serveSystem, PeerCaller: s.peerCaller})
 	for _, fn := range optFns {
 		fn(&s.deps)
 	}
@@ -467,9 +467,6 @@ func (s *Silo) deliver(req *host.Request) {
 	}
 	host.Deliver(req)
 }
-
-// Host returns the activation host, or nil before Start.
-func (s *Silo) Host() *host.Host { return s.host.Load() }
 
 // Stop stops the silo gracefully. It drains: the gateway takes no new
 // connections, requests already queued are served, then every activation

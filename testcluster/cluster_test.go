@@ -12,6 +12,7 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/examples/counter"
+	"github.com/granary-go/granary/internal/silohost"
 	"github.com/granary-go/granary/placement"
 	"github.com/granary-go/granary/silo"
 	"github.com/granary-go/granary/testcluster"
@@ -107,7 +108,7 @@ func TestPlacementStrategiesPlaceWhereTheyShould(t *testing.T) {
 		// The tolerance: each silo within 15% of a third. Placement from
 		// several gateways sees loads that lag by up to a second.
 		for _, i := range c.Live() {
-			n := c.Silo(i).Host().Stats().Active
+			n := silohost.Host(c.Silo(i)).Stats().Active
 			assert.InDelta(t, grains/3, n, grains/3*0.15, "silo %d hosts %d of %d", i, n, grains)
 		}
 	})

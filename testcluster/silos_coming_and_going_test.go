@@ -16,6 +16,7 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/examples/counter"
+	"github.com/granary-go/granary/internal/silohost"
 	"github.com/granary-go/granary/persistence"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
@@ -152,7 +153,7 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 	busiest := func() int {
 		best, most := -1, -1
 		for _, i := range c.Live() {
-			if n := len(c.Silo(i).Host().Active()); n > most {
+			if n := len(silohost.Host(c.Silo(i)).Active()); n > most {
 				best, most = i, n
 			}
 		}

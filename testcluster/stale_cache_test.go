@@ -10,6 +10,7 @@ import (
 
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/examples/counter"
+	"github.com/granary-go/granary/internal/silohost"
 	"github.com/granary-go/granary/testcluster"
 )
 
@@ -33,15 +34,15 @@ func TestAStaleCachedLocationIsCorrectedByTheReply(t *testing.T) {
 	_, err = through0.Add(ctx, &counter.AddRequest{Delta: 1})
 	require.NoError(t, err)
 	require.Equal(t, 1, c.Activations(id))
-	require.True(t, c.Silo(1).Host().IsActive(id))
+	require.True(t, silohost.Host(c.Silo(1)).IsActive(id))
 
 	// The grain moves to silo 2 behind silo 0's back.
-	require.True(t, c.Silo(1).Host().Deactivate(id))
+	require.True(t, silohost.Host(c.Silo(1)).Deactivate(id))
 	require.Eventually(t, func() bool { _, found, err := c.Locate(ctx, id); return err == nil && !found }, 10*time.Second, 10*time.Millisecond,
 		"silo 1 unregistered the grain")
 	_, err = through2.Add(ctx, &counter.AddRequest{Delta: 1}, c.PlaceOn(2))
 	require.NoError(t, err)
-	require.True(t, c.Silo(2).Host().IsActive(id))
+	require.True(t, silohost.Host(c.Silo(2)).IsActive(id))
 
 	// Silo 0 still sends the next call to silo 1, which passes it on.
 	created := c.Silo(1).Stats().Host.Activations

@@ -34,6 +34,7 @@ import (
 	"github.com/granary-go/granary/cluster"
 	"github.com/granary-go/granary/internal/gossipcut"
 	"github.com/granary-go/granary/internal/silohooks"
+	"github.com/granary-go/granary/internal/silohost"
 	"github.com/granary-go/granary/persistence"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
@@ -314,7 +315,7 @@ func (c *Cluster) Locate(ctx context.Context, id actor.GrainID) (silo string, fo
 func (c *Cluster) Activations(id actor.GrainID) int {
 	n := 0
 	for _, i := range c.Live() {
-		if s := c.Silo(i); s != nil && s.Host() != nil && s.Host().IsActive(id) {
+		if s := c.Silo(i); s != nil && silohost.Host(s) != nil && silohost.Host(s).IsActive(id) {
 			n++
 		}
 	}
@@ -353,7 +354,7 @@ func (c *Cluster) Kill(i int) []actor.GrainID {
 	c.mu.Unlock()
 	m.store.record()
 	var hosted []actor.GrainID
-	if h := m.silo.Host(); h != nil {
+	if h := silohost.Host(m.silo); h != nil {
 		hosted = h.Registered()
 	}
 	m.store.kill()
@@ -454,7 +455,7 @@ func (c *Cluster) close() {
 		}
 	}
 	for _, m := range killed {
-		if h := m.silo.Host(); h != nil {
+		if h := silohost.Host(m.silo); h != nil {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

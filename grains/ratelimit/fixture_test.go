@@ -18,6 +18,7 @@ import (
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grains/ratelimit"
+	"github.com/granary-go/granary/internal/silohost"
 	"github.com/granary-go/granary/internal/storefault"
 	"github.com/granary-go/granary/persistence"
 	"github.com/granary-go/granary/proxy"
@@ -198,8 +199,8 @@ func (c *callCounter) count(service, method string) int {
 // its state has been flushed then.
 func (e *env) deactivate(id actor.GrainID) {
 	e.t.Helper()
-	require.True(e.t, e.silo.Host().Deactivate(id), "%s is active", id)
-	eventually(e.t, func() bool { return !e.silo.Host().IsActive(id) }, "%s deactivates", id)
+	require.True(e.t, silohost.Host(e.silo).Deactivate(id), "%s is active", id)
+	eventually(e.t, func() bool { return !silohost.Host(e.silo).IsActive(id) }, "%s deactivates", id)
 }
 
 // records counts the grain states the store holds.

@@ -21,6 +21,7 @@ import (
 	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 	dpb "github.com/granary-go/granary/internal/dashboard/dashboardpb"
 	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/silohost"
 	"github.com/granary-go/granary/proxy"
 	"github.com/granary-go/granary/silo"
 	"github.com/granary-go/granary/testcluster"
@@ -238,7 +239,7 @@ func TestOneSilosPageShowsTheWholeCluster(t *testing.T) {
 	}
 	own := func(i int) int64 { // what silo i itself counts
 		n := int64(0)
-		for _, id := range c.Silo(i).Host().Active() {
+		for _, id := range silohost.Host(c.Silo(i)).Active() {
 			if id.Type == pb.FixedWindowLimiterGrainType {
 				n++
 			}

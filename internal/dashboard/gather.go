@@ -400,7 +400,7 @@ func truncate(s string, n int) string {
 // activeGrains lists the grains active on the silo; none before it
 // started.
 func (d *Dashboard) activeGrains() []actor.GrainID {
-	h := d.silo.Host()
+	h := silohost.Host(d.silo)
 	if h == nil {
 		return nil
 	}

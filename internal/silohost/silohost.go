@@ -1,7 +1,8 @@
 // Package silohost gives granary's own server-side packages what package
-// silo offers no user and what names the activation host's types: serving
-// and calling system services over the links between silos (the
-// dashboard's cluster-wide statistics). A silo embeds Hooks under an
+// silo offers no user and what names the activation host's types: the
+// host itself (the test kit, the dashboard), and serving and calling
+// system services over the links between silos (the dashboard's
+// cluster-wide statistics). A silo embeds Hooks under an
 // unexported name and sets them with Init when it is built, as it does
 // internal/silohooks; this package is apart from those because it links
 // the host, which grain libraries must not.
@@ -27,6 +28,8 @@ func (h *Hooks) siloHost() *Hooks { return h }
 
 // Funcs are the functions Init gives a silo's hooks.
 type Funcs struct {
+	// Host returns the silo's activation host, nil before it started.
+	Host func() *host.Host
 	// ServeSystem routes the requests other silos send to serviceType (a
 	// grain type no grain has) to serve; see the package function.
 	ServeSystem func(serviceType string, serve func(req *host.Request)) error
@@ -38,6 +41,15 @@ type Funcs struct {
 // Init sets h's functions; the silo that embeds h calls it once, when it
 // is built.
 func Init(h *Hooks, f Funcs) { h.f = f }
+
+// Host returns the activation host of s, or nil before s started (or
+// when its hooks were never set).
+func Host(s Silo) *host.Host {
+	if h := s.siloHost(); h.f.Host != nil {
+		return h.f.Host()
+	}
+	return nil
+}
 
 // errNoHooks is returned for a silo whose hooks were never set.
 var errNoHooks = errorString("silohost: the silo set no hooks")
