@@ -15,8 +15,8 @@ import (
 
 // internalInSignatures lists the exported signatures of the package in
 // dir that name a type of an internal package: parameters and results of
-// exported functions and methods, aliases, the exported fields of exported
-// structs and the methods of exported interfaces. A user can call such a
+// exported functions and methods, the exported fields of exported structs
+// and the methods of exported interfaces. A user can call such a
 // function but not name what it takes or returns. Generated files and
 // tests are left out.
 func internalInSignatures(t *testing.T, dir string) []string {
@@ -90,11 +90,10 @@ func internalInSignatures(t *testing.T, dir string) []string {
 							for _, m := range typ.Methods.List {
 								check(where, m.Type)
 							}
-						default:
-							if s.Assign.IsValid() { // an alias
-								check(where, s.Type)
-							}
 						}
+						// An alias of an internal type is left alone: it
+						// makes the type nameable, on purpose (grpclimit
+						// and connectlimit share calllimit's types so).
 					}
 				}
 			}
@@ -179,7 +178,7 @@ type hidden struct{ Host *host.Host }
 		t.Fatal(err)
 	}
 	got := internalInSignatures(t, dir)
-	want := []string{"p.I: host.Request", "p.S.Deliver: host.Request", "p.S.Host: host.Host", "p.S.Link: other.Endpoint", "p.Stats: other.EndpointStats"}
+	want := []string{"p.I: host.Request", "p.S.Deliver: host.Request", "p.S.Host: host.Host", "p.S.Link: other.Endpoint"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("found\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
