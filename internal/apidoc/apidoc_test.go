@@ -87,6 +87,12 @@ func undocumented(t *testing.T, dir string) []string {
 }
 
 func exportedReceiver(recv *ast.FieldList) bool {
+	id := receiverType(recv)
+	return id != nil && id.IsExported()
+}
+
+// receiverType returns the name of a method's receiver type, or nil.
+func receiverType(recv *ast.FieldList) *ast.Ident {
 	typ := recv.List[0].Type
 	if star, ok := typ.(*ast.StarExpr); ok {
 		typ = star.X
@@ -94,8 +100,8 @@ func exportedReceiver(recv *ast.FieldList) bool {
 	if idx, ok := typ.(*ast.IndexExpr); ok {
 		typ = idx.X
 	}
-	id, ok := typ.(*ast.Ident)
-	return ok && id.IsExported()
+	id, _ := typ.(*ast.Ident)
+	return id
 }
 
 func checkSpec(d *ast.GenDecl, spec ast.Spec, report func(token.Pos, string)) {

@@ -66,7 +66,7 @@ func internalInSignatures(t *testing.T, dir string) []string {
 					if d.Name.IsExported() && (d.Recv == nil || exportedReceiver(d.Recv)) {
 						name := d.Name.Name
 						if d.Recv != nil {
-							name = receiverName(d.Recv) + "." + name
+							name = receiverType(d.Recv).Name + "." + name
 						}
 						check(pkg.Name+"."+name, d.Type)
 					}
@@ -101,20 +101,6 @@ func internalInSignatures(t *testing.T, dir string) []string {
 	}
 	sort.Strings(found)
 	return found
-}
-
-func receiverName(recv *ast.FieldList) string {
-	typ := recv.List[0].Type
-	if star, ok := typ.(*ast.StarExpr); ok {
-		typ = star.X
-	}
-	if idx, ok := typ.(*ast.IndexExpr); ok {
-		typ = idx.X
-	}
-	if id, ok := typ.(*ast.Ident); ok {
-		return id.Name
-	}
-	return "?"
 }
 
 // knownInternalInSignatures are the exported signatures that still name
