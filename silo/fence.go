@@ -142,6 +142,15 @@ func (f fencedInbound) DeliverInline(reqs []*host.Request) (run func()) {
 	return nil
 }
 
+// readerRoute is the router's FromReader behind the fence: while it is
+// up, every request goes the usual way, to be refused there.
+func (s *Silo) readerRoute(req *host.Request, whether bool) rpc.Where {
+	if s.fence.refusal.Load() != nil {
+		return rpc.WhereDeliver
+	}
+	return s.router.FromReader(req, whether)
+}
+
 // watchFence feeds the fence's core with what the membership reaches, and
 // applies its verdicts, until ctx ends.
 func (s *Silo) watchFence(ctx context.Context, src reachabilitySource, sub *cluster.Subscription) {

@@ -235,6 +235,20 @@ type Limits struct {
 	// active are not affected. Defaults 10 000 and 10 000; a negative
 	// ActivationRate sets no budget.
 	ActivationRate, ActivationBurst int
+	// SharedInFlight is the requests in flight that the client connections
+	// busy at the same time share: while several are busy (each sent a
+	// request in the last 100-200 ms), each may have SharedInFlight
+	// divided by their number (never fewer than 16, never more than
+	// MaxInFlight) and one more is refused with proxy.ErrOverloaded. A
+	// connection busy alone is bound by MaxInFlight only. Default 4096.
+	SharedInFlight int
+	// SharedActivations is the new activations under way (created, their
+	// first call not yet answered) that busy client connections share, in
+	// the same way, at least one each: a new activation costs the silo
+	// many calls' work, done ahead of every connection's next call, and a
+	// few under way keep its cores busy. A connection busy alone is not
+	// bound by it. Default 8; negative: no share.
+	SharedActivations int
 	// MaxActivations, when positive, bounds the activations alive on the
 	// silo. Default 0: no bound.
 	MaxActivations int
@@ -355,6 +369,8 @@ func (o *Options) Validate() error {
 	c.Range("Limits.MaxInFlight", o.Limits.MaxInFlight, 0, 1<<30)
 	c.Range("Limits.ActivationBurst", o.Limits.ActivationBurst, 0, 1<<30)
 	c.Range("Limits.MaxActivations", o.Limits.MaxActivations, 0, 1<<30)
+	c.Range("Limits.SharedInFlight", o.Limits.SharedInFlight, 0, 1<<30)
+	c.Range("Limits.SharedActivations", o.Limits.SharedActivations, -1, 1<<30)
 	c.Range("Limits.MaxConnections", o.Limits.MaxConnections, 0, 1<<30)
 	c.Positive("Limits.HandshakeTimeout", o.Limits.HandshakeTimeout)
 	c.Positive("Limits.ReadRateWindow", o.Limits.ReadRateWindow)
@@ -407,12 +423,17 @@ const minFrameSize = 64
 // clientEndpoint is how the silo's end of a client connection is set up.
 // rejected counts and logs, for every connection of the silo, what it
 // refuses.
-func (o *Options) clientEndpoint(rejected *rpc.Rejections) rpc.EndpointOptions {
+func (o *Options) clientEndpoint(rejected *rpc.Rejections, shares *rpc.Shares) rpc.EndpointOptions {
 	return rpc.EndpointOptions{
 		SweepInterval: o.TimeoutResolution, MaxInFlight: o.Limits.MaxInFlight,
 		ActivationRate: o.Limits.ActivationRate, ActivationBurst: o.Limits.ActivationBurst,
-		MaxKeyLength: o.Limits.MaxKeyLength, Rejections: rejected,
+		MaxKeyLength: o.Limits.MaxKeyLength, Rejections: rejected, Shares: shares,
 	}
+}
+
+// shares are how the silo's client connections share it.
+func (o *Options) shares() rpc.ShareOptions {
+	return rpc.ShareOptions{InFlight: o.Limits.SharedInFlight, Activations: o.Limits.SharedActivations}
 }
 
 // linkEndpoint is how the silo's end of a link to another silo is set up:
@@ -481,6 +502,8 @@ type deps struct {
 	meters   metric.MeterProvider
 	// reachability replaces what the fence watches, for tests.
 	reachability func(self string, membership reachabilitySource) reachabilitySource
+	// shareClock replaces the clock of the connections' shares, for tests.
+	shareClock clock.Clock
 }
 
 // WithLogger sets the silo's logger; its actor system logs through it too.

@@ -148,9 +148,10 @@ func (s *Security) clientIdentity(peer transport.Identity) actor.Identity {
 // set up: its limits, and who the client is, with the rights of the
 // credential it proved.
 func (s *Silo) clientEndpointFor(c *transport.Conn) rpc.EndpointOptions {
-	opts := s.opts.clientEndpoint(s.rejected)
+	opts := s.opts.clientEndpoint(s.rejected, s.shares)
 	id := s.opts.Security.clientIdentity(c.Peer())
 	opts.Rights, opts.Caller = id.Rights, host.NewCaller(id)
+	opts.ReaderRoute = s.readerRoute
 	if s.required.m.Load() != nil {
 		opts.Required = s.required.lookup
 	}

@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,8 @@ type Silo struct {
 	// rejected counts what every connection refused, and throttles the
 	// log lines about it for the whole silo.
 	rejected *rpc.Rejections
+	// shares divide the silo between its busy client connections.
+	shares *rpc.Shares
 
 	// host is set once, by Start; every local call reads it, so it is
 	// atomic rather than under mu.
@@ -135,6 +138,7 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 	}
 	s.log = s.deps.log.With(slog.String("silo", opts.Name))
 	s.rejected = rpc.NewRejections(ratelog.New(s.log, s.deps.clock, transport.DefaultLogBurst, transport.DefaultLogInterval))
+	s.shares = rpc.NewShares(opts.shares(), cmp.Or[clock.Clock](s.deps.shareClock, s.deps.clock))
 	flusher, err := s.newFlusher()
 	if err != nil {
 		return nil, err
@@ -316,6 +320,7 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 		}
 	}
 	if gateway != nil {
+		s.shares.Start()
 		l, err := s.serveGateway(h, interner, gateway)
 		if err != nil {
 			gateway = nil // Serve closed it
@@ -523,6 +528,7 @@ func (s *Silo) Stop(ctx context.Context) error {
 		s.flushConnections(ctx) // the last replies go out before the connections close
 	}
 	gatewayErr := s.closeGateway(ctx)
+	s.shares.Stop()
 	s.caller.Close()
 	if hostErr != nil {
 		// Activations still to deactivate flush through the flusher, so it

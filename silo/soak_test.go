@@ -68,6 +68,9 @@ func TestSoakValidTrafficSurvivesEveryMalformedKind(t *testing.T) {
 		CollectionAge: 300 * time.Millisecond, // the flood's activations go away
 		Limits: silo.Limits{
 			MaxInFlight: soakMaxInFlight, ActivationRate: 1, ActivationBurst: soakBurst,
+			// Every connection busy at once may have as many new
+			// activations under way as its callers.
+			SharedActivations: (soakValid + soakHostile) * soakValidWorkers,
 			HandshakeTimeout: time.Second, MinReadRate: 1 << 10, ReadRateWindow: 400 * time.Millisecond,
 		},
 		Security: silo.Security{ClientTokens: []silo.ClientToken{{Name: soakToken.Name, Secret: soakToken.Secret}}},

@@ -9,7 +9,6 @@ package delivery
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/internal/turn"
-	"github.com/granary-go/granary/proxy"
 )
 
 // Replier receives the outcome of a request. Reply is called exactly once
@@ -67,6 +65,9 @@ type Request struct {
 	// Registered is set by the Replier that registered the call in a
 	// cancellation registry of its own, for its own bookkeeping.
 	Registered bool
+	// Activating is set by the Replier whose ActivationLimiter admitted
+	// the new activation this request creates, for its own bookkeeping.
+	Activating bool
 	// Waiting, when set, is called when the request's method is about to
 	// wait for a call of its own: the deliverer that runs turns on a
 	// goroutine shared with other grains hands its other work on.
@@ -148,9 +149,11 @@ func (c *Caller) Value(key any) any {
 // activations its requests may create (a connection does): the host asks
 // it before it creates one.
 type ActivationLimiter interface {
-	// AllowActivation spends one unit of the budget, or reports false when
-	// none is left.
-	AllowActivation() bool
+	// AdmitActivation spends one unit of the budget for req's new
+	// activation, or returns the proxy.ErrOverloaded error to answer req
+	// with. It may mark req (Request.Activating) to learn, when req is
+	// answered, that the activation's first call is over.
+	AdmitActivation(req *Request) error
 }
 
 // SpendActivation spends one unit of the budget of new activations of the
@@ -160,8 +163,8 @@ type ActivationLimiter interface {
 // request for a grain it just placed on another silo, which cannot tell
 // whose request it was.
 func SpendActivation(req *Request) error {
-	if lim, ok := req.Reply.(ActivationLimiter); ok && !lim.AllowActivation() {
-		return fmt.Errorf("%w: this connection's budget of new activations is spent; retry later", proxy.ErrOverloaded)
+	if lim, ok := req.Reply.(ActivationLimiter); ok {
+		return lim.AdmitActivation(req)
 	}
 	return nil
 }

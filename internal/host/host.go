@@ -493,6 +493,15 @@ func (h *Host) IsActive(id actor.GrainID) bool {
 	return a != nil && a.serving.Load()
 }
 
+// HasActivation reports whether id has an activation on this host in any
+// state, one still registering included: a request for it is delivered to
+// that activation rather than routed.
+func (h *Host) HasActivation(id actor.GrainID) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.mu.acts.get(id) != nil
+}
+
 // Active lists the grains active on this host (as IsActive counts them).
 func (h *Host) Active() []actor.GrainID {
 	return h.grainsWhere(func(a *activation) bool { return a.serving.Load() })

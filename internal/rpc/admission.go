@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/delivery"
 	"github.com/granary-go/granary/internal/ratelog"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/proxy"
@@ -89,14 +90,38 @@ func (a *admission) allowActivation() bool {
 	return true
 }
 
-// AllowActivation implements delivery.ActivationLimiter: the host asks before
-// it creates an activation for a request that came on this connection.
-func (e *Endpoint) AllowActivation() bool {
-	if e.admit.allowActivation() {
-		return true
+// AdmitActivation implements delivery.ActivationLimiter: the host asks before
+// it creates an activation for a request that came on this connection. A
+// connection with Shares may have only its share of the new activations
+// under way while other connections are busy; it counts its own, from
+// here until req is answered, whether or not others are busy.
+func (e *Endpoint) AdmitActivation(req *delivery.Request) error {
+	if e.shares != nil {
+		n := e.activating.Add(1)
+		if share := e.shares.activationShare(); share >= 0 && n > share {
+			e.activating.Add(-1)
+			e.rejected(rejectActivationShare)
+			return overShare("new activations under way", share, e.shares.busy())
+		}
 	}
-	e.rejected(rejectActivationBudget)
-	return false
+	if !e.admit.allowActivation() {
+		if e.shares != nil {
+			e.activating.Add(-1)
+		}
+		e.rejected(rejectActivationBudget)
+		return fmt.Errorf("%w: this connection's budget of new activations is spent; retry later", proxy.ErrOverloaded)
+	}
+	req.Activating = e.shares != nil
+	return nil
+}
+
+// answered is called once req has been answered: it ends the new
+// activation req was admitted for, if any.
+func (e *Endpoint) answered(req *delivery.Request) {
+	e.inFlight.Add(-1)
+	if req.Activating {
+		e.activating.Add(-1)
+	}
 }
 
 // rejection kinds, counted and logged once per connection.
@@ -111,12 +136,13 @@ const (
 	rejectMalformedFrame
 	rejectUnknownFrameKind
 	rejectPermissionDenied
+	rejectActivationShare
 	numRejections
 )
 
 var rejectionNames = [numRejections]string{
 	"too many calls in flight", "activation budget spent", "bad request", "unknown grain type", "unknown method",
-	"malformed frame", "unknown frame kind", "permission denied",
+	"malformed frame", "unknown frame kind", "permission denied", "share of new activations taken",
 }
 
 // overloadedInFlight is the error of a request over the in-flight limit.
@@ -153,7 +179,8 @@ func newRejectionLog(log *slog.Logger, c clock.Clock) *ratelog.Logger {
 // RejectionStats count requests and frames refused, over every endpoint
 // that shares one Rejections, since it was made.
 type RejectionStats struct {
-	Overloaded       int64  // requests refused: too many calls in flight on their connection
+	Overloaded       int64  // requests refused: too many calls in flight on their connection, or more than its share
+	OverShare        int64  // requests refused: their new activation was over the connection's share
 	OverBudget       int64  // requests refused: their new activation was over the connection's budget
 	BadRequests      int64  // requests whose contents could not be read (key, payload, budget, call id)
 	UnknownGrainType int64  // requests for a grain type the silo does not host
@@ -172,6 +199,7 @@ func (r *Rejections) Stats() RejectionStats {
 		BadRequests: c[rejectBadRequest].Load(), UnknownGrainType: c[rejectUnknownGrainType].Load(),
 		UnknownMethod: c[rejectUnknownMethod].Load(), MalformedFrames: c[rejectMalformedFrame].Load(),
 		UnknownKinds: c[rejectUnknownFrameKind].Load(), PermissionDenied: c[rejectPermissionDenied].Load(),
+		OverShare:     c[rejectActivationShare].Load(),
 		LogSuppressed: r.log.Suppressed(),
 	}
 }

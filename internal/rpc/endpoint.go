@@ -73,6 +73,17 @@ type EndpointOptions struct {
 	// client: the identity its requests give their grains. A silo peer's
 	// requests name the silo, or the caller of a request it relays.
 	Caller *delivery.Caller
+	// Shares, when set, divide the requests in flight and the new
+	// activations under way between the endpoints that share them (a
+	// silo's client connections) while several are busy. Nil: only
+	// MaxInFlight and the activation budget bound the peer.
+	Shares *Shares
+	// ReaderRoute, when set, is asked on the reader goroutine where each
+	// request goes (Router.FromReader, behind the silo's fence), with
+	// whether set when the connection has its share of new activations
+	// under way: a request it relayed has left, and one that may create
+	// an activation is then refused at once, before it costs more.
+	ReaderRoute func(req *delivery.Request, whether bool) Where
 }
 
 // Endpoint is one end of a connection between peers (client and gateway, or
@@ -93,13 +104,19 @@ type Endpoint struct {
 	cancelsOnce sync.Once
 	cancels     *cancel.Registry
 
-	admit    admission
-	useful   atomic.Uint64 // requests and replies read (UsefulFrames)
-	inFlight atomic.Int64  // requests from the peer not yet answered
-	moved    func(actor.GrainID, string)
-	rights   actor.Rights
-	required func(grainType string, method uint32) actor.Rights
-	caller   *delivery.Caller // a client peer's identity
+	admit  admission
+	shares *Shares
+	// shareEpoch is the last epoch of shares this connection was counted
+	// busy in; only the reader goroutine touches it.
+	shareEpoch  uint64
+	activating  atomic.Int64 // new activations admitted whose first request is not yet answered
+	readerRoute func(req *delivery.Request, whether bool) Where
+	useful      atomic.Uint64 // requests and replies read (UsefulFrames)
+	inFlight    atomic.Int64  // requests from the peer not yet answered
+	moved       func(actor.GrainID, string)
+	rights      actor.Rights
+	required    func(grainType string, method uint32) actor.Rights
+	caller      *delivery.Caller // a client peer's identity
 	// Used only on the reader goroutine: the identity of a silo peer, and
 	// that of the last caller it relayed for, so that a link's requests
 	// share Callers instead of allocating one each.
@@ -135,7 +152,8 @@ func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner,
 		log = slog.Default()
 	}
 	e := &Endpoint{inbound: inbound, decoder: wire.NewDecoder(interner), log: log, moved: opts.Moved, shared: opts.Rejections,
-		rights: opts.Rights, required: opts.Required, caller: opts.Caller}
+		rights: opts.Rights, required: opts.Required, caller: opts.Caller, shares: opts.Shares,
+		readerRoute: opts.ReaderRoute}
 	if e.shared == nil {
 		e.shared = NewRejections(newRejectionLog(log, c))
 	}
@@ -384,10 +402,19 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 		e.refuse(env.CallID, keyTooLong(n, e.admit.maxKeyLen))
 		return
 	}
-	if e.inFlight.Add(1) > e.admit.maxInFlight {
+	limit, busy := e.admit.maxInFlight, int64(1)
+	if e.shares != nil {
+		busy = e.shares.arrive(&e.shareEpoch)
+		limit = e.shares.inFlightShare(busy, limit)
+	}
+	if e.inFlight.Add(1) > limit {
 		e.inFlight.Add(-1)
 		e.rejected(rejectInFlight)
-		e.refuse(env.CallID, overloadedInFlight(e.admit.maxInFlight))
+		if limit < e.admit.maxInFlight {
+			e.refuse(env.CallID, overShare("calls in flight", limit, busy))
+		} else {
+			e.refuse(env.CallID, overloadedInFlight(limit))
+		}
 		return
 	}
 	req := delivery.NewRequest()
@@ -425,6 +452,23 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 		}
 		req.Ctx, req.Registered = ctx, true
 	}
+	if e.readerRoute != nil {
+		share := int64(-1)
+		if e.shares != nil {
+			share = e.shares.activationShare()
+		}
+		full := share >= 0 && e.activating.Load() >= share
+		switch e.readerRoute(req, full) {
+		case WhereRelayed:
+			return
+		case WhereNew:
+			if full {
+				e.rejected(rejectActivationShare)
+				e.Reply(req, nil, overShare("new activations under way", share, e.shares.busy()))
+				return
+			}
+		}
+	}
 	if e.runner != nil {
 		e.runner.deliver(req)
 		return
@@ -452,7 +496,7 @@ func (e *Endpoint) callerFromSilo(c *transport.Conn, named *wire.Identity) *deli
 // Reply implements delivery.Replier: it sends the outcome of a request that
 // arrived on this endpoint.
 func (e *Endpoint) Reply(req *delivery.Request, reply proto.Message, err error) {
-	e.inFlight.Add(-1)
+	e.answered(req)
 	if err != nil {
 		if k, ok := rejectionOf(err); ok {
 			e.rejected(k)
@@ -573,6 +617,7 @@ type EndpointStats struct {
 	Overloaded    int64 // incoming requests refused: too many in flight
 	Denied        int64 // incoming requests refused: a right the method needs is missing
 	OverBudget    int64 // incoming requests refused: their new activation was over budget
+	OverShare     int64 // incoming requests refused: their new activation was over the connection's share
 	BadRequests   int64 // incoming requests refused for contents that could not be read
 	Inbound       cancel.Stats
 	Transport     transport.Stats // the connection's traffic
@@ -587,6 +632,7 @@ func (s *EndpointStats) Add(o EndpointStats) {
 	s.InFlight += o.InFlight
 	s.Overloaded += o.Overloaded
 	s.OverBudget += o.OverBudget
+	s.OverShare += o.OverShare
 	s.BadRequests += o.BadRequests
 	s.Denied += o.Denied
 	s.Inbound.Add(o.Inbound)
@@ -603,6 +649,7 @@ func (e *Endpoint) Stats() EndpointStats {
 		Pending: e.calls.len(), CancelWatches: e.cancelWatches.Load(), CancelsSent: e.cancelsSent.Load(),
 		Timeouts: e.calls.timeouts.Load(), InFlight: e.inFlight.Load(),
 		Overloaded: e.rejections[rejectInFlight].Load(), OverBudget: e.rejections[rejectActivationBudget].Load(),
+		OverShare:   e.rejections[rejectActivationShare].Load(),
 		BadRequests: e.rejections[rejectBadRequest].Load(), Denied: e.rejections[rejectPermissionDenied].Load(), Inbound: e.registry().Stats(), Transport: traffic,
 	}
 }

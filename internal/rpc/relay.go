@@ -195,7 +195,7 @@ func (r *relayEntry) stopWatch() {
 // ReplyRaw implements originReplier: it sends a reply that came from a
 // link back on this connection, its payload and failure as they arrived.
 func (e *Endpoint) ReplyRaw(req *delivery.Request, reply wire.Envelope) {
-	e.inFlight.Add(-1)
+	e.answered(req)
 	if req.Registered {
 		e.cancels.Done(req.CallID)
 	}

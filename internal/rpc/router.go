@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 
@@ -66,12 +67,65 @@ type Router struct {
 	// delivering goroutine and must not block.
 	Systems map[string]func(req *delivery.Request)
 
-	host Activator
+	host   Activator
+	hosted interface{ HasActivation(actor.GrainID) bool } // the host, when it can tell
 }
+
+// Where a request goes, as a connection's reader sees it (Router.FromReader).
+type Where uint8
+
+const (
+	// WhereDeliver: deliver the request as usual, through the
+	// connection's runner: its grain is active here, or it is not for the
+	// reader to decide.
+	WhereDeliver Where = iota
+	// WhereNew: the grain has no activation here and its location is not
+	// known; the request may create an activation.
+	WhereNew
+	// WhereRelayed: the request was relayed, from the reader, to the silo
+	// that holds its grain.
+	WhereRelayed
+)
 
 // SetHost sets the host that activates grains living here. The host is
 // built with the router, so it is given afterwards, before any request.
-func (r *Router) SetHost(h Activator) { r.host = h }
+func (r *Router) SetHost(h Activator) {
+	r.host = h
+	r.hosted, _ = h.(interface{ HasActivation(actor.GrainID) bool })
+}
+
+// FromReader routes req on the reader goroutine of the connection it came
+// on when that takes no grain code and no waiting: a request for a grain
+// with no activation here whose silo the directory cache knows, over a link
+// that is up, is relayed at once (a runner would only have passed it on).
+// Asked (whether) when new is set, it also tells a request that may create
+// an activation (WhereNew) from one that goes to an activation here; a
+// connection that has its share of new activations under way refuses the
+// first at once. It never blocks, dials or locates.
+func (r *Router) FromReader(req *delivery.Request, whether bool) Where {
+	relay := r.Locator != nil && r.Links != nil && (req.Hops == 0 || req.Hint != r.Self)
+	if !relay && !whether || r.hosted == nil || r.Systems[req.Target.Type] != nil {
+		return WhereDeliver
+	}
+	if r.hosted.HasActivation(req.Target) {
+		return WhereDeliver
+	}
+	if relay {
+		if c, ok := r.Locator.(cachedLocator); ok {
+			if silo, ok := c.Cached(req.Target); ok && silo != "" && silo != r.Self && req.Hops < cmp.Or(r.MaxHops, DefaultMaxHops) {
+				if link, err := r.Links.Link(silo); err == nil {
+					req.Hint = silo
+					link.Relay(req)
+					return WhereRelayed
+				}
+			}
+		}
+	}
+	if whether {
+		return WhereNew
+	}
+	return WhereDeliver
+}
 
 // Route implements host.Router.
 func (r *Router) Route(req *delivery.Request) {

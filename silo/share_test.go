@@ -1,0 +1,131 @@
+package silo_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/client"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/rpc"
+	"github.com/granary-go/granary/internal/testgrain"
+	"github.com/granary-go/granary/proxy"
+	"github.com/granary-go/granary/silo"
+)
+
+// startSharedSilo starts a silo whose connections' shares age on a fake
+// clock of their own: the grains' Block needs real time.
+func startSharedSilo(t *testing.T, limits silo.Limits) (*env, *clock.Fake) {
+	shareClock := clock.NewFake(time.Unix(1_700_000_000, 0))
+	return startSilo(t, envConfig{opts: silo.Options{Limits: limits}, siloOpts: []silo.Option{silo.WithShareClock(shareClock)}}), shareClock
+}
+
+// quietEpochs lets every connection's last request age out of the
+// shares: the connection that calls next is busy alone.
+func quietEpochs(c *clock.Fake) {
+	for range 3 {
+		c.Advance(rpc.DefaultShareEpoch)
+	}
+}
+
+// A connection flooding new activations while another is busy may have
+// only its share of them under way: one more is refused with OVERLOADED at
+// once, on the reader, before the host sees it, while the other
+// connection's new and existing grains, and the flooder's calls to active
+// grains, are admitted. Busy alone, the flooder has no such bound.
+func TestAFlooderOfNewActivationsGetsItsShareAndTheOtherConnectionIsAdmitted(t *testing.T) {
+	e, shareClock := startSharedSilo(t, silo.Limits{SharedActivations: 2})
+	flood, other := e.client(client.Options{}), e.client(client.Options{})
+	ctx := context.Background()
+	add := func(c *client.Client, key string) error {
+		_, err := testgrain.NewCounterRef(c, key).Add(ctx, &testgrain.AddRequest{Delta: 1})
+		return err
+	}
+	require.NoError(t, add(flood, "active"))
+	require.NoError(t, add(other, "other-active"))
+
+	// Two connections busy: a share of one new activation each.
+	held := blockOn(ctx, testgrain.NewCounterRef(flood, "new-held"), "held")
+	require.Equal(t, "held", <-e.gate.Entered())
+	for i := range 3 {
+		err := add(flood, fmt.Sprint("new-", i))
+		require.ErrorIs(t, err, proxy.ErrOverloaded, "the flooder's new activation %d", i)
+		assert.Contains(t, err.Error(), "its share while 2 connections are busy")
+	}
+	require.NoError(t, add(flood, "active"), "a call to an active grain is no new activation")
+	for i := range 5 {
+		require.NoError(t, add(other, fmt.Sprint("other-new-", i)), "the other connection's new grain %d", i)
+		require.NoError(t, add(other, "other-active"))
+	}
+	st := e.silo.Stats()
+	assert.EqualValues(t, 3, st.Rejected.OverShare)
+	assert.EqualValues(t, 3, st.Gateway.OverShare)
+	assert.Zero(t, st.Host.RefusedActivations, "refused before the host saw them")
+	assert.EqualValues(t, 8, st.Host.Activations, "the refused requests created nothing")
+
+	// Once the held activation's first call is answered, its share is free.
+	e.gate.Release("held")
+	require.NoError(t, <-held)
+	<-e.gate.Exited()
+	require.NoError(t, add(flood, "new-0"))
+
+	// Alone, the flooder may have more new activations under way.
+	quietEpochs(shareClock)
+	var dones []<-chan error
+	for i := range 3 {
+		dones = append(dones, blockOn(ctx, testgrain.NewCounterRef(flood, fmt.Sprint("alone-", i)), fmt.Sprint("alone-", i)))
+	}
+	for range dones {
+		<-e.gate.Entered()
+	}
+	e.gate.Open()
+	for _, done := range dones {
+		require.NoError(t, <-done)
+	}
+	assert.EqualValues(t, 3, e.silo.Stats().Rejected.OverShare)
+}
+
+// While two connections are busy, each may have only its share of the
+// requests in flight (never fewer than rpc.MinInFlightShare): one more of
+// the flooder's is refused with OVERLOADED while the other's calls are
+// admitted. Busy alone, it may have up to its own MaxInFlight.
+func TestAFlooderOfCallsInFlightGetsItsShareAndTheOtherConnectionIsAdmitted(t *testing.T) {
+	const share = rpc.MinInFlightShare
+	e, shareClock := startSharedSilo(t, silo.Limits{SharedInFlight: 2 * share, SharedActivations: -1})
+	flood, other := e.client(client.Options{}), e.client(client.Options{})
+	ctx := context.Background()
+	otherRef := testgrain.NewCounterRef(other, "other")
+	_, err := otherRef.Add(ctx, &testgrain.AddRequest{Delta: 1})
+	require.NoError(t, err)
+
+	var dones []<-chan error
+	for i := range share {
+		dones = append(dones, blockOn(ctx, testgrain.NewCounterRef(flood, fmt.Sprint("k", i)), fmt.Sprint("t", i)))
+	}
+	for range dones {
+		<-e.gate.Entered()
+	}
+	_, err = testgrain.NewCounterRef(flood, "one-more").Get(ctx, &testgrain.GetRequest{})
+	require.ErrorIs(t, err, proxy.ErrOverloaded)
+	assert.Contains(t, err.Error(), fmt.Sprintf("%d calls in flight on this connection, its share while 2 connections are busy", share))
+	for i := range 5 {
+		r, err := otherRef.Add(ctx, &testgrain.AddRequest{Delta: 1})
+		require.NoError(t, err, "the other connection's call %d", i)
+		assert.EqualValues(t, i+2, r.Value)
+	}
+	assert.EqualValues(t, 1, e.silo.Stats().Gateway.Overloaded)
+
+	// Alone, the flooder may have more in flight.
+	quietEpochs(shareClock)
+	dones = append(dones, blockOn(ctx, testgrain.NewCounterRef(flood, "alone"), "alone"))
+	require.Equal(t, "alone", <-e.gate.Entered())
+	e.gate.Open()
+	for _, done := range dones {
+		require.NoError(t, <-done)
+	}
+	assert.EqualValues(t, 1, e.silo.Stats().Gateway.Overloaded)
+}
