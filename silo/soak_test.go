@@ -71,7 +71,7 @@ func TestSoakValidTrafficSurvivesEveryMalformedKind(t *testing.T) {
 			// Every connection busy at once may have as many new
 			// activations under way as its callers.
 			SharedActivations: (soakValid + soakHostile) * soakValidWorkers,
-			HandshakeTimeout: time.Second, MinReadRate: 1 << 10, ReadRateWindow: 400 * time.Millisecond,
+			HandshakeTimeout:  time.Second, MinReadRate: 1 << 10, ReadRateWindow: 400 * time.Millisecond,
 		},
 		Security: silo.Security{ClientTokens: []silo.ClientToken{{Name: soakToken.Name, Secret: soakToken.Secret}}},
 	}, silo.WithLogger(quiet), silo.WithStore(store))
