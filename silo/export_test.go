@@ -3,8 +3,8 @@ package silo
 import (
 	"context"
 
-	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/rpc"
 )
 
@@ -50,6 +50,7 @@ func (s *Silo) Link(silo string) (*rpc.Endpoint, error) { return s.linkOf(silo) 
 // LinkLater gives done the link to silo once it is up, for tests of the
 // links.
 func (s *Silo) LinkLater(silo string, done func(*rpc.Endpoint, error)) { s.linkLater(silo, done) }
+
 // WithShareClock sets the clock that ages the client connections' shares
 // alone, for tests whose grains need real time.
 func WithShareClock(c clock.Clock) Option { return func(d *deps) { d.shareClock = c } }

@@ -16,6 +16,7 @@ import (
 	"github.com/granary-go/granary/internal/fence"
 	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/rpc"
+	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -172,6 +173,9 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.intVar(&f.fenceMinSilos, "fence-min-silos", "GRANARY_FENCE_MIN_SILOS", fence.DefaultMinSilos, "the minority fence: in a cluster of at least this many silos, a silo that cannot reach a majority refuses calls and is not ready (0: no fence)")
 	s.durationVar(&f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
 	s.durationVar(&o.CollectionAge, "collection-age", "GRANARY_COLLECTION_AGE", host.DefaultCollectionAge, "how long an idle grain stays in memory before it is deactivated")
+	s.intVar(&o.Limits.MaxConnectionsPerSource, "max-connections-per-source", "GRANARY_MAX_CONNECTIONS_PER_SOURCE", transport.DefaultMaxConnectionsPerSource, "the most client connections the gateway takes from one source IP; one more is closed before its handshake (negative: no bound)")
+	s.intVar(&o.Limits.SharedInFlight, "shared-in-flight", "GRANARY_SHARED_IN_FLIGHT", rpc.DefaultSharedInFlight, "the calls in flight that the client connections busy at once share: each may have its part (at least 16); one more is answered overloaded")
+	s.intVar(&o.Limits.SharedActivations, "shared-activations", "GRANARY_SHARED_ACTIVATIONS", rpc.DefaultSharedActivations, "the new activations under way that the client connections busy at once share: each may have its part (at least 1); one more is answered overloaded (negative: no share)")
 	s.intVar(&o.Limits.MaxKeyLength, "max-key-length", "GRANARY_MAX_KEY_LENGTH", rpc.DefaultMaxKeyLength, "the longest grain key a client's call may name, in bytes; a longer one is answered bad_request (negative: no bound)")
 	s.durationVar(&f.limiterCollectionAge, "limiter-collection-age", "GRANARY_LIMITER_COLLECTION_AGE", 0, "-collection-age for the rate limiters (0: -collection-age); a limiter back at full quota goes within about a minute whatever its age")
 	s.stringVar(&f.store, "store", storeEnv, "memory", "where grain state lives: memory, or redis://[[user]:password@]host:port/db[?prefix=granary:] (rediss:// for TLS)")

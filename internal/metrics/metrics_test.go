@@ -56,7 +56,7 @@ var stats = Stats{
 		{Type: "t.Grain", Method: "Get", Calls: [host.NumOutcomes]uint64{7, 1, 2, 3}},
 		{Type: "t.Grain", Method: "", Calls: [host.NumOutcomes]uint64{0, 4, 0, 0}},
 	},
-	Gateway: rpc.EndpointStats{Overloaded: 6, Denied: 2, Timeouts: 1, Transport: transport.Stats{FramesRead: 10, FramesWritten: 11, BytesRead: 100, BytesWritten: 120}},
+	Gateway: rpc.EndpointStats{Overloaded: 6, OverShare: 3, Denied: 2, Timeouts: 1, Transport: transport.Stats{FramesRead: 10, FramesWritten: 11, BytesRead: 100, BytesWritten: 120}},
 	Links:   rpc.EndpointStats{BadRequests: 1, Transport: transport.Stats{FramesRead: 20, FramesWritten: 21}},
 	Clients: 3,
 	Members: MemberCounts{Joining: 1, Active: 3},
@@ -109,10 +109,12 @@ func TestInstrumentsReportTheSilosCounters(t *testing.T) {
 	assert.Equal(t, map[string]int64{
 		"connection=gateway,reason=overloaded,silo=s1":        6,
 		"connection=gateway,reason=activation_budget,silo=s1": 0,
+		"connection=gateway,reason=activation_share,silo=s1":  3,
 		"connection=gateway,reason=bad_request,silo=s1":       0,
 		"connection=gateway,reason=permission_denied,silo=s1": 2,
 		"connection=link,reason=overloaded,silo=s1":           0,
 		"connection=link,reason=activation_budget,silo=s1":    0,
+		"connection=link,reason=activation_share,silo=s1":     0,
 		"connection=link,reason=bad_request,silo=s1":          1,
 		"connection=link,reason=permission_denied,silo=s1":    0,
 	}, points(t, got["granary.transport.rejections"]))

@@ -94,9 +94,11 @@ func (a *admission) allowActivation() bool {
 // it creates an activation for a request that came on this connection. A
 // connection with Shares may have only its share of the new activations
 // under way while other connections are busy; it counts its own, from
-// here until req is answered, whether or not others are busy.
+// here (or from the reader, which may have taken the share for req
+// already) until req is answered, whether or not others are busy.
 func (e *Endpoint) AdmitActivation(req *delivery.Request) error {
-	if e.shares != nil {
+	reserved := req.Activating // the reader took the share already
+	if e.shares != nil && !reserved {
 		n := e.activating.Add(1)
 		if share := e.shares.activationShare(); share >= 0 && n > share {
 			e.activating.Add(-1)
@@ -107,6 +109,7 @@ func (e *Endpoint) AdmitActivation(req *delivery.Request) error {
 	if !e.admit.allowActivation() {
 		if e.shares != nil {
 			e.activating.Add(-1)
+			req.Activating = false
 		}
 		e.rejected(rejectActivationBudget)
 		return fmt.Errorf("%w: this connection's budget of new activations is spent; retry later", proxy.ErrOverloaded)

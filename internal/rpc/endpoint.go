@@ -80,9 +80,10 @@ type EndpointOptions struct {
 	Shares *Shares
 	// ReaderRoute, when set, is asked on the reader goroutine where each
 	// request goes (Router.FromReader, behind the silo's fence), with
-	// whether set when the connection has its share of new activations
-	// under way: a request it relayed has left, and one that may create
-	// an activation is then refused at once, before it costs more.
+	// whether set while the connection's new activations are shared: a
+	// request it relayed has left, and one that may create an activation
+	// takes a unit of the share then, or is refused at once when none is
+	// left, before it costs more.
 	ReaderRoute func(req *delivery.Request, whether bool) Where
 }
 
@@ -111,6 +112,7 @@ type Endpoint struct {
 	shareEpoch  uint64
 	activating  atomic.Int64 // new activations admitted whose first request is not yet answered
 	readerRoute func(req *delivery.Request, whether bool) Where
+	overShare   bool          // the request just read was refused over its share; only the reader touches it
 	useful      atomic.Uint64 // requests and replies read (UsefulFrames)
 	inFlight    atomic.Int64  // requests from the peer not yet answered
 	moved       func(actor.GrainID, string)
@@ -383,6 +385,16 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 	case wire.KindRequest:
 		e.useful.Add(1)
 		e.onRequest(c, &env)
+		if e.overShare {
+			// The connection asked for more than its share: its next
+			// frame waits a little, so that a peer retrying at once
+			// spends the machine's CPU (its own included, when it runs
+			// beside the silo) on its retries at most sharePause apart.
+			// Real time, not the endpoint's clock: it paces reading and
+			// decides no outcome.
+			e.overShare = false
+			time.Sleep(sharePause)
+		}
 	case wire.KindCancel:
 		e.registry().Cancel(env.CallID)
 	default:
@@ -411,6 +423,7 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 		e.inFlight.Add(-1)
 		e.rejected(rejectInFlight)
 		if limit < e.admit.maxInFlight {
+			e.overShare = true
 			e.refuse(env.CallID, overShare("calls in flight", limit, busy))
 		} else {
 			e.refuse(env.CallID, overloadedInFlight(limit))
@@ -457,16 +470,21 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 		if e.shares != nil {
 			share = e.shares.activationShare()
 		}
-		full := share >= 0 && e.activating.Load() >= share
-		switch e.readerRoute(req, full) {
+		switch e.readerRoute(req, share >= 0) {
 		case WhereRelayed:
 			return
 		case WhereNew:
-			if full {
+			// The share is taken here, as the request is read: a batch
+			// of requests read at once must not all pass a count that
+			// only the host's admission, later, would raise.
+			if e.activating.Add(1) > share {
+				e.activating.Add(-1)
+				e.overShare = true
 				e.rejected(rejectActivationShare)
 				e.Reply(req, nil, overShare("new activations under way", share, e.shares.busy()))
 				return
 			}
+			req.Activating = true
 		}
 	}
 	if e.runner != nil {

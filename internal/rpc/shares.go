@@ -30,6 +30,10 @@ const (
 	DefaultShareEpoch = 100 * time.Millisecond
 )
 
+// sharePause is how long a connection's reader waits after refusing a
+// request over the connection's share before it reads the next frame.
+const sharePause = time.Millisecond
+
 // ShareOptions configure Shares. Zero fields take their defaults.
 type ShareOptions struct {
 	// InFlight is the requests in flight that busy connections share.
