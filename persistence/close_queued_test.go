@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,20 +23,23 @@ func TestCloseQueuedRetriesAFailedFinalWriteAtTheNextPeriod(t *testing.T) {
 	r := o.open(t, fx.f, testKey)
 	faulty.FailNext(storefault.OpWrite, 1, errors.New("disk on fire"))
 
+	var closed atomic.Int32
 	o.do(t, func() {
 		o.state = 7
 		r.MarkDirty()
-		require.NoError(t, r.CloseQueued())
+		require.NoError(t, r.CloseQueued(func() { closed.Add(1) }))
 	})
 	o.stop() // the owner is gone: the retry cannot ask it for a snapshot
 	fx.waitStats(t, func(s FlusherStats) bool { return s.WritesFailed == 1 })
 	n, keys := fx.f.Unwritten(10)
 	assert.Equal(t, 1, n)
 	assert.Equal(t, []Key{testKey}, keys)
+	assert.Zero(t, closed.Load(), "not closed while the final write has not landed")
 
 	fx.period()
 	fx.waitStats(t, func(s FlusherStats) bool { return s.WritesSucceeded == 1 && s.Records == 0 })
 	assert.Equal(t, "7", fx.stored(t, testKey))
+	assert.EqualValues(t, 1, closed.Load(), "told once the final write landed")
 	n, _ = fx.f.Unwritten(10)
 	assert.Zero(t, n)
 	require.NoError(t, fx.f.Stop(context.Background()))

@@ -46,10 +46,13 @@
 // activation of a stopping silo does, calls Record.CloseQueued instead of
 // Close: the final snapshot is taken in its turn and written by the
 // flusher's writers with those of the other records, up to Writers at a
-// time, so that a slow store holds up no deactivation. Flusher.Stop waits
-// for those writes within its context; when it runs out of time, or some
-// fail, it logs one line with how many states it could not write and the
-// first of their keys, and Flusher.Unwritten counts them at any time.
+// time, so that a slow store holds up no deactivation. Its callback tells
+// the owner when the write has landed: an activation unregisters only
+// then, so that no later activation loads the state before it.
+// Flusher.Stop waits for those writes within its context; when it runs
+// out of time, or some fail, it logs one line with how many states it
+// could not write and the first of their keys, and Flusher.Unwritten
+// counts them at any time.
 //
 // # Ordering
 //

@@ -59,6 +59,9 @@ type Record struct {
 		conflict error
 		// onConflict is told of background write conflicts (OnConflict).
 		onConflict func(error)
+		// closed is told once the record closes, after CloseQueued's
+		// final write has ended.
+		onClosed func()
 	}
 }
 
@@ -232,12 +235,20 @@ func (r *Record) Close(ctx context.Context) error {
 // those that failed. A conflict ends it: the state was stale. It returns
 // the snapshot's error (the record is then closed and the change lost), and
 // is safe to call twice and after Close.
-func (r *Record) CloseQueued() error {
+//
+// closed, if not nil, is called once the record has closed: at once when
+// there was nothing to write, else when the final write has ended
+// (written, or failed for good). An owner that must not be forgotten
+// before its state is stored, as an activation's directory entry must
+// not, waits for it. It is not called when the flusher stops with the
+// write not done, nor when the record was closed or closing already.
+func (r *Record) CloseQueued(closed func()) error {
 	r.mu.Lock()
 	if r.mu.closed || r.mu.closing {
 		r.mu.Unlock()
 		return nil
 	}
+	r.mu.onClosed = closed
 	// A snapshot turn the flusher asked for will not run: the owner is
 	// going. The snapshot is taken here instead.
 	r.mu.pending = false
@@ -268,8 +279,13 @@ func (r *Record) finishClose() {
 	r.mu.Lock()
 	r.mu.closed = true
 	r.mu.data, r.mu.hasData = nil, false
+	closed := r.mu.onClosed
+	r.mu.onClosed = nil
 	r.mu.Unlock()
 	r.flusher.unregister(r)
+	if closed != nil {
+		closed()
+	}
 }
 
 // acquire claims the record's single write slot for the owner: it discards

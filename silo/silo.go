@@ -536,8 +536,13 @@ func (s *Silo) Stop(ctx context.Context) error {
 		s.closeLinks()
 		return errors.Join(hostErr, gatewayErr)
 	}
+	// The final writes land before the silo leaves: each deactivated
+	// grain unregisters once its write has landed (a later activation
+	// elsewhere must not load the state before it), and the owners drop
+	// what a silo that left still had registered.
+	flushErr := s.flusher.Stop(ctx)
 	s.leaveCluster(ctx)
-	if err := errors.Join(gatewayErr, s.flusher.Stop(ctx)); err != nil {
+	if err := errors.Join(gatewayErr, flushErr); err != nil {
 		return err
 	}
 	s.closeMetrics()

@@ -45,16 +45,20 @@ type activation struct {
 	pid           *protoactor.PID
 	collectionAge time.Duration
 
-	core        core
-	failure     error // why the activation failed, when it did
-	grain       any
-	record      StateRecord
-	current     *Request     // the request whose turn is running
-	currentCall *methodCalls // its method's counters
-	callStart   time.Time    // when its turn began, when the host times calls
-	deferredNow *deferred    // set when the running method deferred its reply
-	deactivate  bool         // DeactivateOnIdle was called in this turn
-	timers      map[*timer]struct{}
+	core    core
+	failure error // why the activation failed, when it did
+	// unregisterLater: the deactivation left the final write to the
+	// store's writers, and the record's close unregisters the grain once
+	// that write has landed (deactivateNow).
+	unregisterLater bool
+	grain           any
+	record          StateRecord
+	current         *Request     // the request whose turn is running
+	currentCall     *methodCalls // its method's counters
+	callStart       time.Time    // when its turn began, when the host times calls
+	deferredNow     *deferred    // set when the running method deferred its reply
+	deactivate      bool         // DeactivateOnIdle was called in this turn
+	timers          map[*timer]struct{}
 
 	gone     atomic.Bool   // no more posts: the actor is stopping
 	doing    atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
@@ -229,7 +233,9 @@ func (a *activation) do(e effect) {
 	case effDeactivate:
 		a.deactivateNow()
 	case effUnregister:
-		h.locator.Unregister(a.id)
+		if !a.unregisterLater {
+			h.locator.Unregister(a.id)
+		}
 	case effFinish:
 		a.finish()
 	}
@@ -348,7 +354,7 @@ func (a *activation) activate() error {
 // snapshot in the turn and leaving the write to its store's writers
 // (persistence.Record.CloseQueued).
 type queuedCloser interface {
-	CloseQueued() error
+	CloseQueued(closed func()) error
 }
 
 // conflictNotifier is a StateRecord that tells of background write
@@ -526,11 +532,26 @@ func (a *activation) deactivateNow() {
 		// the write is left to the store's writers when it can be, and
 		// the flusher reports what it could not write.
 		closeRecord := a.record.Close
+		var unregister func()
 		if q, ok := a.record.(queuedCloser); ok && h.draining.Load() {
-			closeRecord = func(context.Context) error { return q.CloseQueued() }
+			// The entry must outlive the queued write: once the directory
+			// forgets the grain, its next activation elsewhere loads the
+			// state, and a write landing after that load fails that
+			// activation's first write on the ETag, losing what it
+			// acknowledged. So the activation unregisters when the record
+			// closes, not as its deactivation ends. (A stopping host takes
+			// no new activation, so no later one of this grain here can be
+			// unregistered by it.)
+			var once sync.Once
+			unregister = func() { once.Do(func() { h.locator.Unregister(a.id) }) }
+			a.unregisterLater = true
+			closeRecord = func(context.Context) error { return q.CloseQueued(unregister) }
 		}
 		if err := a.safely(func() error { return closeRecord(ctx) }); err != nil {
 			h.log.Warn("final state flush failed", slog.String("grain", a.id.String()), slog.Any("err", err))
+			if unregister != nil {
+				unregister() // nothing more will be written
+			}
 		}
 	}
 	h.stats.deactivations.Add(1)
