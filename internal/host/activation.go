@@ -542,8 +542,7 @@ func (a *activation) deactivateNow() {
 			// closes, not as its deactivation ends. (A stopping host takes
 			// no new activation, so no later one of this grain here can be
 			// unregistered by it.)
-			var once sync.Once
-			unregister = func() { once.Do(func() { h.locator.Unregister(a.id) }) }
+			unregister = h.unregisterLater(a.id)
 			a.unregisterLater = true
 			closeRecord = func(context.Context) error { return q.CloseQueued(unregister) }
 		}

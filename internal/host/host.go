@@ -220,6 +220,10 @@ type Host struct {
 		stopping  bool
 		collector clock.Timer
 		empty     chan struct{} // closed when acts becomes empty while stopping
+		// unregistering: grains whose activation is gone and whose
+		// registration stays until their final write lands
+		// (activation.deactivateNow).
+		unregistering map[actor.GrainID]struct{}
 	}
 	stats hostCounters
 }
@@ -510,9 +514,45 @@ func (h *Host) Active() []actor.GrainID {
 // Registered lists the grains whose activation here holds their
 // registration in the directory, or may: besides the active ones, those
 // still registering and those that won and still activate (core.claims).
-// It is what a directory rebuilding a range asks of each silo.
+// It is what a directory rebuilding a range asks of each silo. A grain
+// deactivated while the host stops stays in the list until its final
+// write has landed and it has unregistered: a rebuild that missed it
+// would let the grain be placed again, and loaded, before that write.
 func (h *Host) Registered() []actor.GrainID {
-	return h.grainsWhere(func(a *activation) bool { return a.claiming.Load() })
+	ids := h.grainsWhere(func(a *activation) bool { return a.claiming.Load() })
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for id := range h.mu.unregistering {
+		if h.mu.acts.get(id) == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// unregisterLater keeps id among the registered grains until the
+// returned function, called once its final write has landed (or failed
+// for good), unregisters it.
+func (h *Host) unregisterLater(id actor.GrainID) func() {
+	h.mu.Lock()
+	if h.mu.unregistering == nil {
+		h.mu.unregistering = make(map[actor.GrainID]struct{})
+	}
+	h.mu.unregistering[id] = struct{}{}
+	h.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			// Out of the list first: the write has landed, so a rebuild
+			// that misses the grain from here on places it safely, and
+			// one that still saw it would put back the entry being
+			// removed.
+			h.mu.Lock()
+			delete(h.mu.unregistering, id)
+			h.mu.Unlock()
+			h.locator.Unregister(id)
+		})
+	}
 }
 
 // grainsWhere lists the grains whose activation here is as keep says.

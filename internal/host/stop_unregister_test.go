@@ -59,6 +59,7 @@ func TestAStoppingHostUnregistersOnlyOnceTheFinalWriteLanded(t *testing.T) {
 	unregistered := append([]actor.GrainID(nil), dir.unregistered...)
 	dir.mu.Unlock()
 	assert.Empty(t, unregistered, "unregistered while its final write has not landed")
+	assert.Equal(t, []actor.GrainID{id}, h.Registered(), "a rebuild still finds the grain here while its write is on its way")
 
 	store.unblock()
 	require.Eventually(t, func() bool {
@@ -66,4 +67,5 @@ func TestAStoppingHostUnregistersOnlyOnceTheFinalWriteLanded(t *testing.T) {
 		defer dir.mu.Unlock()
 		return len(dir.unregistered) == 1
 	}, testWait, testPoll, "unregistered once the write landed")
+	assert.Empty(t, h.Registered())
 }
