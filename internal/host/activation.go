@@ -45,20 +45,20 @@ type activation struct {
 	pid           *protoactor.PID
 	collectionAge time.Duration
 
-	core    core
-	failure error // why the activation failed, when it did
-	// unregisterLater: the deactivation left the final write to the
+	core        core
+	failure     error // why the activation failed, when it did
+	grain       any
+	record      StateRecord
+	current     *Request     // the request whose turn is running
+	currentCall *methodCalls // its method's counters
+	callStart   time.Time    // when its turn began, when the host times calls
+	deferredNow *deferred    // set when the running method deferred its reply
+	deactivate  bool         // DeactivateOnIdle was called in this turn
+	timers      map[*timer]struct{}
+	// unregistersOnClose: the deactivation left the final write to the
 	// store's writers, and the record's close unregisters the grain once
-	// that write has landed (deactivateNow).
-	unregisterLater bool
-	grain           any
-	record          StateRecord
-	current         *Request     // the request whose turn is running
-	currentCall     *methodCalls // its method's counters
-	callStart       time.Time    // when its turn began, when the host times calls
-	deferredNow     *deferred    // set when the running method deferred its reply
-	deactivate      bool         // DeactivateOnIdle was called in this turn
-	timers          map[*timer]struct{}
+	// that write has landed (deactivateNow, Host.unregisterLater).
+	unregistersOnClose bool
 
 	gone     atomic.Bool   // no more posts: the actor is stopping
 	doing    atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
@@ -233,7 +233,7 @@ func (a *activation) do(e effect) {
 	case effDeactivate:
 		a.deactivateNow()
 	case effUnregister:
-		if !a.unregisterLater {
+		if !a.unregistersOnClose {
 			h.locator.Unregister(a.id)
 		}
 	case effFinish:
@@ -543,7 +543,7 @@ func (a *activation) deactivateNow() {
 			// no new activation, so no later one of this grain here can be
 			// unregistered by it.)
 			unregister = h.unregisterLater(a.id)
-			a.unregisterLater = true
+			a.unregistersOnClose = true
 			closeRecord = func(context.Context) error { return q.CloseQueued(unregister) }
 		}
 		if err := a.safely(func() error { return closeRecord(ctx) }); err != nil {
