@@ -185,6 +185,7 @@ type parked struct {
 type counters struct {
 	registrations, conflicts, lookups, remoteLookups, cacheHits atomic.Int64
 	handoffsSent, handoffsReceived, rebuilds, dropped           atomic.Int64
+	asking                                                      atomic.Int64 // untilAnswered's rounds under way
 }
 
 // Stats are a directory's counters.
@@ -201,6 +202,9 @@ type Stats struct {
 	HandoffsReceived int64
 	Rebuilds         int64 // ranges rebuilt after their owner died
 	Dropped          int64 // entries dropped because their silo died
+	// Asking counts the requests that ask a silo, round after round, what
+	// it hosts or to deactivate a duplicate, until it answers or leaves.
+	Asking int64
 }
 
 // New returns the directory of the silo opts.Self. It does nothing until the
@@ -252,7 +256,7 @@ func (d *Directory) Stats() Stats {
 		Registrations: s.registrations.Load(), Conflicts: s.conflicts.Load(), Lookups: s.lookups.Load(),
 		RemoteLookups: s.remoteLookups.Load(), CacheHits: s.cacheHits.Load(),
 		HandoffsSent: s.handoffsSent.Load(), HandoffsReceived: s.handoffsReceived.Load(),
-		Rebuilds: s.rebuilds.Load(), Dropped: s.dropped.Load(),
+		Rebuilds: s.rebuilds.Load(), Dropped: s.dropped.Load(), Asking: s.asking.Load(),
 	}
 }
 

@@ -81,6 +81,10 @@ type fakeCluster struct {
 	// gates hold the requests of a method (by name, as "Unregister") until
 	// the test closes the channel.
 	gates map[string]chan struct{}
+	// callTimeout is the directories' Options.CallTimeout; zero means 2 s.
+	callTimeout time.Duration
+	// downMethod names, per silo, a method its partition refuses as if down.
+	downMethod map[string]string
 }
 
 type fakeSilo struct {
@@ -99,6 +103,9 @@ type serveOf struct {
 func (s serveOf) Deliver(req *host.Request) {
 	s.c.mu.Lock()
 	target, down := s.c.silos[s.to], s.c.down[s.to]
+	if m := directorypb.DirectoryService.Method(req.MethodID); m != nil && s.c.downMethod[s.to] == m.Desc.Name {
+		down = true
+	}
 	if down {
 		s.c.refused[s.to]++
 	}
@@ -137,7 +144,11 @@ func newFakeCluster(t *testing.T, ids ...string) *fakeCluster {
 
 func (c *fakeCluster) add(id string, gen int64) *fakeSilo {
 	s := &fakeSilo{id: id, gen: gen, host: &fakeHost{active: make(map[actor.GrainID]bool), activating: make(map[actor.GrainID]bool)}}
-	s.dir = New(Options{Self: ring.Silo{ID: id, Generation: gen}, CallTimeout: 2 * time.Second, HandoffWait: 200 * time.Millisecond},
+	callTimeout := 2 * time.Second
+	if c.callTimeout > 0 {
+		callTimeout = c.callTimeout
+	}
+	s.dir = New(Options{Self: ring.Silo{ID: id, Generation: gen}, CallTimeout: callTimeout, HandoffWait: 200 * time.Millisecond},
 		peersOf{c}, s.host, c.clock, quiet)
 	c.t.Cleanup(s.dir.Close)
 	c.mu.Lock()

@@ -98,10 +98,7 @@ func (d *Directory) call(silo string, fn func(ref directorypb.DirectoryRef) erro
 
 // callLive is call, tried again within ctx while the failure is one a later
 // try may not have (the silo is slow, or its link is still to be dialled,
-// as after a false death) and the silo is in the view. What a silo hosts
-// must not go unknown for one lost answer: a rebuild or a reclaim that
-// misses it leaves a duplicate for good, and so does a duplicate that
-// never hears it must deactivate.
+// as after a false death) and the silo is in the view.
 func (d *Directory) callLive(ctx context.Context, silo string, fn func(ref directorypb.DirectoryRef) error) error {
 	for {
 		err := d.call(silo, fn)
@@ -119,6 +116,75 @@ func (d *Directory) callLive(ctx context.Context, silo string, fn func(ref direc
 			return errors.Join(err, serr)
 		}
 	}
+}
+
+// Backoff between the rounds of untilAnswered.
+const (
+	firstRoundBackoff = 25 * time.Millisecond
+	maxRoundBackoff   = time.Second
+)
+
+// untilAnswered runs round on a goroutine the directory owns, round after
+// round, each bounded by CallTimeout, until one succeeds, one fails in a
+// way no later round can mend, silo leaves the view in the generation it
+// has there now, or the directory closes. What a silo hosts, and the
+// deactivation of its duplicate, must not be given up on for a slow spell
+// longer than one call's time (a silo starved of CPU, or whose links are
+// being dialled again): a reclaim or a rebuild that missed the answer
+// leaves a duplicate for good. what names the request in the one line
+// logged when it is asked again, and in the one when it is answered late.
+//
+// ended, when not nil, runs once the rounds end; untilAnswered reports
+// whether they began. The goroutine is not counted by Wait: a leaving silo
+// that waits for its last unregistrations must not wait out a silo that
+// does not answer.
+func (d *Directory) untilAnswered(silo, what string, round func(ctx context.Context) error, ended func()) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	gen, live := d.mu.live[silo]
+	if d.mu.closed || !live {
+		return false
+	}
+	d.stats.asking.Add(1)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer d.stats.asking.Add(-1)
+		if ended != nil {
+			defer ended()
+		}
+		backoff := firstRoundBackoff
+		for rounds := 1; ; rounds++ {
+			ctx, cancel := context.WithTimeout(d.done, d.opts.CallTimeout)
+			err := round(ctx)
+			cancel()
+			if err == nil {
+				if rounds > 1 {
+					d.log.Info(what+": answered", slog.String("silo", silo), slog.Int("rounds", rounds))
+				}
+				return
+			}
+			if !retryable(err) && !errors.Is(err, context.DeadlineExceeded) {
+				d.log.Warn(what+": failed", slog.String("silo", silo), slog.Any("err", err))
+				return
+			}
+			d.mu.Lock()
+			g, live := d.mu.live[silo]
+			closed := d.mu.closed
+			d.mu.Unlock()
+			if closed || !live || g != gen {
+				return // what it hosted died with it
+			}
+			if rounds == 1 {
+				d.log.Warn(what+": no answer; asking again until it answers or leaves", slog.String("silo", silo), slog.Any("err", err))
+			}
+			if sleep(d.done, backoff) != nil {
+				return
+			}
+			backoff = min(2*backoff, maxRoundBackoff)
+		}
+	}()
+	return true
 }
 
 // callTimeout is the response timeout of one try.
@@ -307,7 +373,6 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 				return err
 			})
 			if err != nil {
-				d.log.Warn("directory: rebuild: a silo did not say what it hosts; asking it again once the range is released", slog.String("silo", silo), slog.Any("err", err))
 				mu.Lock()
 				silent = append(silent, silo)
 				mu.Unlock()
@@ -326,7 +391,7 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 	// meanwhile, and a later merge resolves such a duplicate as after a
 	// false death.
 	for _, silo := range silent {
-		d.goRemote(func(ctx context.Context) { d.reclaim(ctx, silo, ranges) })
+		d.reclaim(silo, ranges, "directory: rebuild: a silo did not say what it hosts")
 	}
 }
 
@@ -383,12 +448,12 @@ func (d *Directory) deactivateDuplicate(id actor.GrainID, a Activation) {
 		d.host.Deactivate(id)
 		return
 	}
-	d.goRemote(func(ctx context.Context) {
-		_ = d.callLive(ctx, a.Silo, func(ref directorypb.DirectoryRef) error {
+	d.untilAnswered(a.Silo, "directory: telling a duplicate to deactivate", func(ctx context.Context) error {
+		return d.callLive(ctx, a.Silo, func(ref directorypb.DirectoryRef) error {
 			_, err := ref.Deactivate(ctx, &directorypb.DeactivateRequest{Grain: pbGrain(id), Activation: pbActivation(a)}, d.callTimeout())
 			return err
 		})
-	})
+	}, nil)
 }
 
 // release ends the holds on ranges and runs what waited for them.

@@ -221,7 +221,7 @@ func (d *Directory) SetView(v cluster.View) {
 		d.mu.Unlock()
 		for _, silo := range returned {
 			d.log.Info("directory: a silo declared dead, or seen only after its grace, is in the view: taking back what it hosts", slog.String("silo", silo))
-			d.goRemote(func(ctx context.Context) { d.reclaim(ctx, silo, mine) })
+			d.reclaim(silo, mine, "directory: a silo that came back did not say what it hosts")
 		}
 	}
 }
@@ -233,8 +233,13 @@ func (d *Directory) handoffDone() {
 	d.mu.Unlock()
 }
 
-// reclaim merges into this silo's partition what silo hosts in ranges.
-func (d *Directory) reclaim(ctx context.Context, silo string, ranges []ring.Range) {
+// reclaim merges into this silo's partition what silo hosts in ranges,
+// asking until silo answers or leaves (untilAnswered). An answer that
+// comes after part of the ranges moved on goes on to their new owner: it
+// took this silo's handoff, which lacked silo's entries, for all there
+// was, and may have placed their grains again meanwhile; its merge
+// resolves such a duplicate.
+func (d *Directory) reclaim(silo string, ranges []ring.Range, what string) {
 	if len(ranges) == 0 {
 		return
 	}
@@ -242,16 +247,49 @@ func (d *Directory) reclaim(ctx context.Context, silo string, ranges []ring.Rang
 	for _, r := range ranges {
 		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
 	}
-	var reply *directorypb.HostedReply
-	err := d.callLive(ctx, silo, func(ref directorypb.DirectoryRef) (err error) {
-		reply, err = ref.Hosted(ctx, req, d.callTimeout())
-		return err
-	})
-	if err != nil {
-		d.log.Warn("directory: a silo that came back did not say what it hosts", slog.String("silo", silo), slog.Any("err", err))
-		return
+	d.untilAnswered(silo, what, func(ctx context.Context) error {
+		var reply *directorypb.HostedReply
+		err := d.callLive(ctx, silo, func(ref directorypb.DirectoryRef) (err error) {
+			reply, err = ref.Hosted(ctx, req, d.callTimeout())
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		mine, moved := d.byOwner(reply.GetEntries())
+		d.merge(mine)
+		for owner, entries := range moved {
+			d.untilAnswered(owner, "directory: handing on what a silo said it hosts late", func(ctx context.Context) error {
+				return d.handoff(ctx, owner, nil, nil, entries)
+			}, nil)
+		}
+		return nil
+	}, nil)
+}
+
+// byOwner splits entries into those of grains this silo owns by its view
+// and, by owner, those that other silos own.
+func (d *Directory) byOwner(entries []*directorypb.Entry) (mine []*directorypb.Entry, others map[string]map[actor.GrainID]Activation) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range entries {
+		id := grainOf(e.GetGrain())
+		owner, ok := d.mu.ring.OwnerOf(id)
+		switch {
+		case !ok:
+		case owner.ID == d.self.Silo:
+			mine = append(mine, e)
+		default:
+			if others == nil {
+				others = make(map[string]map[actor.GrainID]Activation)
+			}
+			if others[owner.ID] == nil {
+				others[owner.ID] = make(map[actor.GrainID]Activation)
+			}
+			others[owner.ID][id] = activationOf(e.GetActivation())
+		}
 	}
-	d.merge(reply.GetEntries())
+	return mine, others
 }
 
 // receivedLocked reports whether from handed r over already.

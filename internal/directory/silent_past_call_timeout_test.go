@@ -1,0 +1,188 @@
+package directory
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/ring"
+)
+
+// A silo that stays silent for longer than a directory call's whole time
+// (CallTimeout, retries included) must still be asked until it answers:
+// under load a silo's goroutines can be starved for seconds, and the
+// owner that gave up after one call's time never learnt of the silo's
+// activation, so the duplicate beside it served for good.
+//
+// Each refused try is followed by a pause of at least 5 ms, so
+// silentTries refusals take at least twice the call time below.
+const (
+	silentCallTimeout = 30 * time.Millisecond
+	silentTries       = 12
+)
+
+func newSilentCluster(t *testing.T, ids ...string) *fakeCluster {
+	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool), refused: make(map[string]int),
+		gates: make(map[string]chan struct{}), callTimeout: silentCallTimeout, downMethod: make(map[string]string)}
+	for _, id := range ids {
+		c.add(id, 1)
+	}
+	c.setView()
+	return c
+}
+
+// setDown makes silo's partition refuse (down) or answer requests.
+func (c *fakeCluster) setDown(silo string, down bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down[silo] = down
+}
+
+// waitRefused waits until silo refused n requests in all.
+func (c *fakeCluster) waitRefused(silo string, n int, why string) {
+	c.t.Helper()
+	require.Eventually(c.t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.refused[silo] >= n },
+		10*time.Second, time.Millisecond, why)
+}
+
+func deactivated(s *fakeSilo, id actor.GrainID) bool {
+	s.host.mu.Lock()
+	defer s.host.mu.Unlock()
+	return slices.Contains(s.host.deactivated, id)
+}
+
+func TestASiloBackFromAFalseDeathIsAskedWhatItHostsPastTheCallTimeout(t *testing.T) {
+	c := newSilentCluster(t, "a", "b", "c")
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	id := grainsOwnedBy("a", 1, "a", "b", "c")[0] // owned by a, hosted on b
+	require.Empty(t, register(t, b, id))
+	without := c.viewWith(nil)
+	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m cluster.Member) bool { return m.ID == "b" })
+	a.dir.SetView(without)
+	cc.dir.SetView(without)
+	require.Empty(t, register(t, cc, id), "with b's entry dropped, c activates the grain again: a duplicate")
+
+	c.setDown("b", true)
+	back := c.view()
+	a.dir.SetView(back)
+	cc.dir.SetView(back)
+	c.waitRefused("b", silentTries, "a asks b what it hosts past its call time")
+	assert.EqualValues(t, 1, a.dir.Stats().Asking, "one request asks b, round after round")
+	c.setDown("b", false)
+	require.Eventually(t, func() bool { return deactivated(b, id) }, 10*time.Second, time.Millisecond,
+		"b's duplicate is told to deactivate once b answers")
+	require.Eventually(t, func() bool { return a.dir.Stats().Asking == 0 }, 10*time.Second, time.Millisecond,
+		"the request ends with the answer")
+	assert.EqualValues(t, 1, a.dir.Stats().Conflicts)
+}
+
+func TestARebuildAsksASilentSiloPastTheCallTimeout(t *testing.T) {
+	c := newSilentCluster(t, "a", "b", "c")
+	a, cc := c.all()[0], c.all()[2]
+	id := grainOwnedWithout(t, "b", "a", "a", "b", "c")
+	require.Empty(t, register(t, cc, id), "c's activation wins at b")
+	c.setDown("c", true)
+	c.kill("b")
+	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond,
+		"the rebuild ends without c's answer")
+	require.Empty(t, register(t, a, id), "with c's entry unknown, a activates the grain again: a duplicate")
+	c.waitRefused("c", silentTries, "a asks c what it hosts past its call time")
+	c.setDown("c", false)
+	require.Eventually(t, func() bool { return deactivated(a, id) || deactivated(cc, id) }, 10*time.Second, time.Millisecond,
+		"one of the two is told to deactivate once c answers")
+	assert.EqualValues(t, 1, a.dir.Stats().Conflicts)
+}
+
+// A duplicate's silo that is silent past the call time is still told to
+// deactivate it once it answers.
+func TestADuplicateIsToldToDeactivatePastTheCallTimeout(t *testing.T) {
+	c := newSilentCluster(t, "a", "b", "c")
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	id := grainsOwnedBy("a", 1, "a", "b", "c")[0]
+	require.Empty(t, register(t, b, id))
+	without := c.viewWith(nil)
+	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m cluster.Member) bool { return m.ID == "b" })
+	a.dir.SetView(without)
+	cc.dir.SetView(without)
+	require.Empty(t, register(t, cc, id))
+
+	// b answers what it hosts, and not the deactivation.
+	c.mu.Lock()
+	c.downMethod["b"] = "Deactivate"
+	c.mu.Unlock()
+	back := c.view()
+	a.dir.SetView(back)
+	cc.dir.SetView(back)
+	c.waitRefused("b", silentTries, "a tells b to deactivate past its call time")
+	assert.EqualValues(t, 1, a.dir.Stats().Conflicts, "a found the duplicate")
+	assert.False(t, deactivated(b, id))
+	c.mu.Lock()
+	delete(c.downMethod, "b")
+	c.mu.Unlock()
+	require.Eventually(t, func() bool { return deactivated(b, id) }, 10*time.Second, time.Millisecond,
+		"b deactivates its duplicate once it answers")
+}
+
+// An answer that comes after the range moved on goes to the range's new
+// owner: that silo took the asker's handoff, which lacked the silent
+// silo's activation, for all there was, and placed the grain again.
+func TestALateAnswerGoesOnToTheRangesNewOwner(t *testing.T) {
+	c := newSilentCluster(t, "a", "b", "c")
+	a, cc := c.all()[0], c.all()[2]
+	// A grain b owns, a owns once b is gone, and d once it joins.
+	var id actor.GrainID
+	withD := ring.New([]ring.Silo{{ID: "a", Generation: 1}, {ID: "c", Generation: 1}, {ID: "d", Generation: 1}}, 0)
+	withoutB := ring.New([]ring.Silo{{ID: "a", Generation: 1}, {ID: "c", Generation: 1}}, 0)
+	for _, g := range grainsOwnedBy("b", 200, "a", "b", "c") {
+		o1, _ := withoutB.OwnerOf(g)
+		o2, _ := withD.OwnerOf(g)
+		if o1.ID == "a" && o2.ID == "d" {
+			id = g
+			break
+		}
+	}
+	require.NotEmpty(t, id.Key)
+	require.Empty(t, register(t, cc, id), "c's activation wins at b")
+	c.setDown("c", true)
+	c.kill("b")
+	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 && a.dir.Stats().Asking == 1 }, 10*time.Second, time.Millisecond,
+		"the rebuild ends without c's answer, and a goes on asking")
+
+	// d joins and takes the grain's range from a, and places the grain.
+	d := c.add("d", 1)
+	c.setView("d")
+	c.setView()
+	require.Eventually(t, func() bool { return d.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond, "d takes the range")
+	require.Empty(t, register(t, d, id), "with c's entry unknown, d activates the grain again: a duplicate")
+
+	c.setDown("c", false)
+	require.Eventually(t, func() bool { return deactivated(d, id) || deactivated(cc, id) }, 10*time.Second, time.Millisecond,
+		"a hands c's late answer on to d, whose merge tells one of the two to deactivate")
+	assert.EqualValues(t, 1, d.dir.Stats().Conflicts)
+	assert.Zero(t, a.dir.Stats().Conflicts)
+}
+
+// grainOwnedWithout returns a grain that owner owns in ids, and heir owns
+// in ids without owner.
+func grainOwnedWithout(t *testing.T, owner, heir string, ids ...string) actor.GrainID {
+	t.Helper()
+	var rest []ring.Silo
+	for _, id := range ids {
+		if id != owner {
+			rest = append(rest, ring.Silo{ID: id, Generation: 1})
+		}
+	}
+	without := ring.New(rest, 0)
+	for _, g := range grainsOwnedBy(owner, 50, ids...) {
+		if o, _ := without.OwnerOf(g); o.ID == heir {
+			return g
+		}
+	}
+	t.Fatalf("no grain of %s passes to %s", owner, heir)
+	return actor.GrainID{}
+}
