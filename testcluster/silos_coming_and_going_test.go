@@ -220,8 +220,14 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 		// may leave a duplicate that the owner resolves only once it sees
 		// the silo again, on a goroutine of its own (docs/cluster.md,
 		// Duplicates): the views have converged, so it is on its way.
-		assert.Eventually(t, func() bool { return c.Activations(id) == 1 }, 10*time.Second, 10*time.Millisecond,
-			"%s has one activation", id)
+		if !assert.Eventually(t, func() bool { return c.Activations(id) == 1 }, 10*time.Second, 10*time.Millisecond,
+			"%s has one activation", id) {
+			for _, i := range c.Live() {
+				if h := silohost.Host(c.Silo(i)); h != nil && h.IsActive(id) {
+					t.Logf("%s: %s is active on silo %d, whose directory says %+v", stamp(), id, i, c.Silo(i).Stats().Directory)
+				}
+			}
+		}
 		total += len(acks[g])
 		k, killed := lastKill[g]
 		if !killed {
