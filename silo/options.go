@@ -197,7 +197,9 @@ type ClusterOptions struct {
 	// placement.Random for types it does not name.
 	Placement map[string]placement.Strategy
 	// DirectoryTimeout bounds a request to another silo's part of the
-	// directory, retries included. Default 5 s.
+	// directory, retries included; asking a silo what it hosts, or to
+	// deactivate a duplicate, goes on in rounds of this bound until the
+	// silo answers or leaves. Default 5 s.
 	DirectoryTimeout time.Duration
 	// HandoffWait is how long a silo that gains part of the directory from
 	// a silo that is still alive waits for its entries before rebuilding

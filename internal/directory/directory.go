@@ -87,7 +87,7 @@ type Options struct {
 	// VirtualNodes per silo on the ring; zero means ring.DefaultVirtualNodes.
 	VirtualNodes int
 	// CallTimeout bounds each request to another silo's partition,
-	// retries included. Default 5 s.
+	// retries included, and each round of untilAnswered. Default 5 s.
 	CallTimeout time.Duration
 	// HandoffWait is how long a silo that gains a range from a live silo
 	// waits for that silo's entries before it rebuilds the range itself.
