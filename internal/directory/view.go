@@ -198,17 +198,17 @@ func (d *Directory) SetView(v cluster.View) {
 	if len(released) > 0 {
 		d.release(released)
 	}
+	// A handoff goes on until the new owner takes it or leaves: these
+	// entries are nowhere else, and a new owner that gained the range
+	// without holding it (it owned the range before this silo's view lost
+	// it, as after a false death) would never rebuild it.
 	for silo, b := range handoffs {
 		d.mu.Lock()
 		d.mu.handoffs++
 		d.mu.Unlock()
-		started := d.goRemote(func(ctx context.Context) {
-			defer d.handoffDone()
-			if err := d.handoff(ctx, silo, b.ranges, b.unfilled, b.entries); err != nil {
-				d.log.Warn("directory: handoff failed; the new owner rebuilds the range", slog.String("silo", silo), slog.Int("entries", len(b.entries)), slog.Any("err", err))
-			}
-		})
-		if !started {
+		if !d.untilAnswered(silo, "directory: handoff", func(ctx context.Context) error {
+			return d.handoff(ctx, silo, b.ranges, b.unfilled, b.entries)
+		}, d.handoffDone) {
 			d.handoffDone()
 		}
 	}
