@@ -160,6 +160,10 @@ type Directory struct {
 		// handoffs counts the handoffs of entries this silo no longer owns
 		// still on their way to the new owners (Settled).
 		handoffs int
+		// registrar holds, for each activation of this silo that holds its
+		// grain's registration, the owner that granted it: should that
+		// silo die, the activation registers again (registerAgain).
+		registrar map[actor.GrainID]Activation
 		// unregistering holds, per grain, a channel closed when the last
 		// unregistration this silo sent for it has been answered.
 		unregistering map[actor.GrainID]chan struct{}
@@ -242,6 +246,7 @@ func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Di
 	d.mu.gone = make(map[string]int64)
 	d.mu.unseen = make(map[ring.Silo]time.Time)
 	d.mu.unregistering = make(map[actor.GrainID]chan struct{})
+	d.mu.registrar = make(map[actor.GrainID]Activation)
 	return d
 }
 
@@ -577,19 +582,25 @@ func (d *Directory) Register(id actor.GrainID, done func(winner string, err erro
 		}
 		winner := d.registerLocked(id, d.self)
 		d.cacheLocked(id, winner)
+		if winner == d.self {
+			d.mu.registrar[id] = d.self
+		}
 		d.mu.Unlock()
 		done(d.winnerOf(winner), nil)
 		return
 	}
 	d.mu.Unlock()
 	if !d.goRemote(func(ctx context.Context) {
-		winner, err := d.remoteRegister(ctx, id)
+		winner, registrar, err := d.remoteRegister(ctx, id)
 		if err != nil {
 			done("", err)
 			return
 		}
 		d.mu.Lock()
 		d.cacheLocked(id, winner)
+		if winner == d.self {
+			d.mu.registrar[id] = registrar
+		}
 		d.mu.Unlock()
 		done(d.winnerOf(winner), nil)
 	}) {
@@ -613,6 +624,7 @@ func (d *Directory) registerLocked(id actor.GrainID, a Activation) Activation {
 func (d *Directory) Unregister(id actor.GrainID) {
 	h := ring.Hash(id)
 	d.mu.Lock()
+	delete(d.mu.registrar, id)
 	if d.mu.cache[id] == d.self {
 		delete(d.mu.cache, id)
 	}

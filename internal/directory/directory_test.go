@@ -219,6 +219,24 @@ func (c *fakeCluster) kill(id string) {
 	c.setView()
 }
 
+// killUnseenBy is kill, but the silos listed do not take the view without
+// it: starved, they neither hear of the death nor answer (a test makes
+// them down), and do nothing about it until they see a later view.
+func (c *fakeCluster) killUnseenBy(id string, unseen ...string) {
+	c.mu.Lock()
+	s := c.silos[id]
+	delete(c.silos, id)
+	c.order = slices.DeleteFunc(c.order, func(o string) bool { return o == id })
+	c.mu.Unlock()
+	s.dir.Close()
+	v := c.view()
+	for _, o := range c.all() {
+		if !slices.Contains(unseen, o.id) {
+			o.dir.SetView(v)
+		}
+	}
+}
+
 func register(t *testing.T, s *fakeSilo, id actor.GrainID) string {
 	t.Helper()
 	w := registerOnly(t, s, id)
@@ -428,7 +446,7 @@ func TestARebuildAsksASilentSiloAgainAndResolvesTheDuplicate(t *testing.T) {
 	c.mu.Lock()
 	c.down["c"] = true
 	c.mu.Unlock()
-	c.kill("b")
+	c.killUnseenBy("b", "c")
 	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 && cc.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond,
 		"the rebuild ends without c's answer")
 	require.Empty(t, register(t, a, id), "with c's entry unknown, a activates the grain again: a duplicate")

@@ -57,6 +57,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 // not the owner (views differ while membership converges) or cannot be
 // reached, within ctx. It returns errSelfOwner when this silo is the owner.
 func (d *Directory) ownerCall(ctx context.Context, h uint64, fn func(ref directorypb.DirectoryRef) error) error {
+	_, err := d.ownerCallFrom(ctx, h, fn)
+	return err
+}
+
+// ownerCallFrom is ownerCall that also says which silo answered.
+func (d *Directory) ownerCallFrom(ctx context.Context, h uint64, fn func(ref directorypb.DirectoryRef) error) (ring.Silo, error) {
 	var last error // the last try's retryable failure: why ctx ran out
 	for {
 		d.mu.Lock()
@@ -65,24 +71,24 @@ func (d *Directory) ownerCall(ctx context.Context, h uint64, fn func(ref directo
 		d.mu.Unlock()
 		switch {
 		case closed:
-			return ErrClosed
+			return ring.Silo{}, ErrClosed
 		case !ok:
-			return ErrNoOwner
+			return ring.Silo{}, ErrNoOwner
 		case owner.ID == d.self.Silo:
-			return errSelfOwner
+			return owner, errSelfOwner
 		}
 		err := d.call(owner.ID, fn)
 		if err != nil && last != nil && ctx.Err() != nil {
 			// The try that ctx cut short says only that; the ones before
 			// it say why the owner did not answer in time.
-			return errors.Join(last, err)
+			return owner, errors.Join(last, err)
 		}
 		if err == nil || !retryable(err) {
-			return err
+			return owner, err
 		}
 		last = err
 		if serr := sleep(ctx, randomDelay()); serr != nil {
-			return errors.Join(err, serr)
+			return owner, errors.Join(err, serr)
 		}
 	}
 }
@@ -232,25 +238,25 @@ func (d *Directory) remoteLookup(ctx context.Context, id actor.GrainID, hint str
 }
 
 // remoteRegister registers this silo's activation of id with the grain's
-// owner and returns the grain's activation.
-func (d *Directory) remoteRegister(ctx context.Context, id actor.GrainID) (Activation, error) {
+// owner and returns the grain's activation, and the owner that decided.
+func (d *Directory) remoteRegister(ctx context.Context, id actor.GrainID) (Activation, Activation, error) {
 	h := ring.Hash(id)
 	for {
 		var reply *directorypb.RegisterReply
-		err := d.ownerCall(ctx, h, func(ref directorypb.DirectoryRef) (err error) {
+		owner, err := d.ownerCallFrom(ctx, h, func(ref directorypb.DirectoryRef) (err error) {
 			reply, err = ref.Register(ctx, &directorypb.RegisterRequest{Grain: pbGrain(id), Activation: pbActivation(d.self)}, d.callTimeout())
 			return err
 		})
 		if errors.Is(err, errSelfOwner) {
 			if a, ok, werr := d.registerHere(ctx, id); werr != nil || ok {
-				return a, werr
+				return a, d.self, werr
 			}
 			continue // the range moved again while it waited
 		}
 		if err != nil {
-			return Activation{}, err
+			return Activation{}, Activation{}, err
 		}
-		return activationOf(reply.GetWinner()), nil
+		return activationOf(reply.GetWinner()), Activation{Silo: owner.ID, Generation: owner.Generation}, nil
 	}
 }
 

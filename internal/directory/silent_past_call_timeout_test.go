@@ -87,12 +87,13 @@ func TestARebuildAsksASilentSiloPastTheCallTimeout(t *testing.T) {
 	id := grainOwnedWithout(t, "b", "a", "a", "b", "c")
 	require.Empty(t, register(t, cc, id), "c's activation wins at b")
 	c.setDown("c", true)
-	c.kill("b")
+	c.killUnseenBy("b", "c")
 	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond,
 		"the rebuild ends without c's answer")
 	require.Empty(t, register(t, a, id), "with c's entry unknown, a activates the grain again: a duplicate")
 	c.waitRefused("c", silentTries, "a asks c what it hosts past its call time")
 	c.setDown("c", false)
+	cc.dir.SetView(c.view())
 	require.Eventually(t, func() bool { return deactivated(a, id) || deactivated(cc, id) }, 10*time.Second, time.Millisecond,
 		"one of the two is told to deactivate once c answers")
 	assert.EqualValues(t, 1, a.dir.Stats().Conflicts)
@@ -149,14 +150,20 @@ func TestALateAnswerGoesOnToTheRangesNewOwner(t *testing.T) {
 	require.NotEmpty(t, id.Key)
 	require.Empty(t, register(t, cc, id), "c's activation wins at b")
 	c.setDown("c", true)
-	c.kill("b")
+	c.killUnseenBy("b", "c")
 	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 && a.dir.Stats().Asking == 1 }, 10*time.Second, time.Millisecond,
 		"the rebuild ends without c's answer, and a goes on asking")
 
-	// d joins and takes the grain's range from a, and places the grain.
+	// d joins and takes the grain's range from a, and places the grain;
+	// c, starved, sees none of it.
 	d := c.add("d", 1)
-	c.setView("d")
-	c.setView()
+	for _, v := range []cluster.View{c.view("d"), c.view()} {
+		for _, s := range c.all() {
+			if s != cc {
+				s.dir.SetView(v)
+			}
+		}
+	}
 	require.Eventually(t, func() bool { return d.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond, "d takes the range")
 	require.Empty(t, register(t, d, id), "with c's entry unknown, d activates the grain again: a duplicate")
 

@@ -48,9 +48,11 @@ func (d *Directory) SetView(v cluster.View) {
 			returned = append(returned, m.ID)
 		}
 	}
+	var left []Activation
 	for id, gen := range d.mu.live {
 		if g, ok := live[id]; !ok || g != gen {
 			d.mu.gone[id] = gen
+			left = append(left, Activation{Silo: id, Generation: gen})
 		}
 	}
 	for id := range live {
@@ -193,10 +195,19 @@ func (d *Directory) SetView(v cluster.View) {
 		batchFor(owner.ID).entries[id] = a
 		delete(d.mu.partition, id)
 	}
+	again, againHere := d.registerAgainLocked(left)
 	d.mu.Unlock()
 
 	if len(released) > 0 {
 		d.release(released)
+	}
+	if len(againHere) > 0 {
+		d.merge(againHere)
+	}
+	for silo, entries := range again {
+		d.untilAnswered(silo, "directory: registering again what a dead silo had registered", func(ctx context.Context) error {
+			return d.handoff(ctx, silo, nil, nil, entries)
+		}, nil)
 	}
 	// A handoff goes on until the new owner takes it or leaves: these
 	// entries are nowhere else, and a new owner that gained the range
@@ -224,6 +235,43 @@ func (d *Directory) SetView(v cluster.View) {
 			d.reclaim(silo, mine, "directory: a silo that came back did not say what it hosts")
 		}
 	}
+}
+
+// registerAgainLocked lists, by the owner the new ring gives them, this
+// silo's activations whose registration a silo in left granted. Those
+// registrations died with it, and its successors' rebuilds cover only the
+// ranges it owned by their own views: one it granted by a view that had
+// lost the grain's real owner (a false death) is in no one's range, and
+// the activation would run beside the real owner's for good. Each is
+// handed to its owner as an entry, whose merge keeps it, or, where the
+// owner has another, tells it to deactivate. here holds those this silo
+// owns now.
+func (d *Directory) registerAgainLocked(left []Activation) (again map[string]map[actor.GrainID]Activation, here []*directorypb.Entry) {
+	if len(left) == 0 || len(d.mu.registrar) == 0 {
+		return nil, nil
+	}
+	for id, reg := range d.mu.registrar {
+		if reg == d.self || !slices.Contains(left, reg) {
+			continue
+		}
+		owner, ok := d.mu.ring.OwnerOf(id)
+		if !ok {
+			continue
+		}
+		d.mu.registrar[id] = Activation{Silo: owner.ID, Generation: owner.Generation}
+		if owner.ID == d.self.Silo {
+			here = append(here, &directorypb.Entry{Grain: pbGrain(id), Activation: pbActivation(d.self)})
+			continue
+		}
+		if again == nil {
+			again = make(map[string]map[actor.GrainID]Activation)
+		}
+		if again[owner.ID] == nil {
+			again[owner.ID] = make(map[actor.GrainID]Activation)
+		}
+		again[owner.ID][id] = d.self
+	}
+	return again, here
 }
 
 // handoffDone counts a handoff of SetView out.
