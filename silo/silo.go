@@ -441,13 +441,7 @@ func (s *Silo) Caller() proxy.Caller { return s.caller }
 
 // CallerOf returns the caller of the silo hosting a grain, for calls from
 // one grain to another. It returns nil for a context not hosted by a Silo.
-func CallerOf(gc *actor.Context) proxy.Caller {
-	s, ok := gc.Silo().(*Silo)
-	if !ok {
-		return nil
-	}
-	return s.caller
-}
+func CallerOf(gc *actor.Context) proxy.Caller { return host.CallerOf(gc) }
 
 // localInbound is the silo as its own caller delivers to it (rpc.Inbound),
 // so that delivering stays out of the silo's exported methods.

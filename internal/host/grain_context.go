@@ -10,18 +10,48 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/grainrt"
+	"github.com/granary-go/granary/proxy"
+)
+
+// contextRuntime is what an actor.Context calls, as the host implements it
+// (grainContext); a deferred is what an actor.Deferred calls, a timer what
+// an actor.Timer calls.
+type contextRuntime = grainrt.Context[actor.GrainID, *actor.Deferred, *actor.Timer]
+
+var (
+	_ contextRuntime   = (*grainContext)(nil)
+	_ grainrt.Deferred = (*deferred)(nil)
+	_ grainrt.Timer    = (*timer)(nil)
 )
 
 // grainContext is what an actor.Context of an activation calls: the
 // runtime behind the grain's handle on its activation. actor.Context
 // documents each method.
 type grainContext struct {
-	a *activation
+	pub actor.Context // the grain's handle
+	a   *activation
+}
+
+// newGrainContext returns the grain's handle on a: one object, which is
+// also what the handle calls.
+func newGrainContext(a *activation) *actor.Context {
+	c := &grainContext{a: a}
+	grainrt.Bind[contextRuntime](&c.pub, c)
+	return &c.pub
+}
+
+// CallerOf returns the caller of the owner of the host running the
+// activation whose handle c is (silo.CallerOf): nil when c is not an
+// activation's or its host has no owner.
+func CallerOf(c *actor.Context) proxy.Caller {
+	gc, ok := grainrt.RuntimeOf[contextRuntime](c).(*grainContext)
+	if !ok || gc.a.host.owner == nil {
+		return nil
+	}
+	return gc.a.host.owner.Caller()
 }
 
 func (c *grainContext) ID() actor.GrainID { return c.a.id }
-
-func (c *grainContext) Owner() any { return c.a.host.owner }
 
 func (c *grainContext) Now() time.Time { return c.a.host.clock.Now() }
 
@@ -71,7 +101,7 @@ func (c *grainContext) Defer() (*actor.Deferred, error) {
 	}
 	req := a.current
 	d := &deferred{a: a, req: req, ctx: req.Ctx, call: a.currentCall, start: a.callStart}
-	grainrt.InitDeferred(&d.pub, d)
+	grainrt.Bind[grainrt.Deferred](&d.pub, d)
 	switch {
 	case req.Budget > 0 && req.Turn != nil:
 		d.deadline, _ = req.Turn.BudgetDeadline()
@@ -95,7 +125,7 @@ func (c *grainContext) Defer() (*actor.Deferred, error) {
 func (c *grainContext) RegisterTimer(due, period time.Duration, fn func()) *actor.Timer {
 	a := c.a
 	t := &timer{a: a, period: period, fn: fn}
-	grainrt.InitTimer(&t.pub, t)
+	grainrt.Bind[grainrt.Timer](&t.pub, t)
 	if a.timers == nil {
 		a.timers = make(map[*timer]struct{})
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/delivery"
-	"github.com/granary-go/granary/internal/grainrt"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -108,9 +107,15 @@ func WithClock(c clock.Clock) HostOption { return func(h *Host) { h.clock = c } 
 // WithLogger sets the logger of the host and of its actor system.
 func WithLogger(l *slog.Logger) HostOption { return func(h *Host) { h.log = l } }
 
-// WithOwner records the value that hosts this Host (a *silo.Silo when
-// package silo runs it); grains reach it through Context.Silo.
-func WithOwner(owner any) HostOption { return func(h *Host) { h.owner = owner } }
+// Owner is what runs a Host (a *silo.Silo): its grains call other grains
+// through its caller (CallerOf, silo.CallerOf).
+type Owner interface {
+	// Caller returns the owner's caller.
+	Caller() proxy.Caller
+}
+
+// WithOwner records what runs this Host.
+func WithOwner(owner Owner) HostOption { return func(h *Host) { h.owner = owner } }
 
 // WithStateStore gives activations persistent state.
 func WithStateStore(s StateStore) HostOption { return func(h *Host) { h.store = s } }
@@ -188,7 +193,7 @@ type Host struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	store   StateStore
-	owner   any
+	owner   Owner // nil when nothing said
 	locator Directory
 	router  Router
 	system  *protoactor.ActorSystem
@@ -885,7 +890,7 @@ func (h *Host) newActivation(kind *Kind, id actor.GrainID) *activation {
 	if kind.CollectionAge > 0 {
 		a.collectionAge = kind.CollectionAge
 	}
-	a.gc = grainrt.NewContext(&grainContext{a: a}).(*actor.Context)
+	a.gc = newGrainContext(a)
 	a.lastActive.Store(h.clock.Now().UnixNano())
 	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a },
 		protoactor.WithDispatcher(h.disp), protoactor.WithMailbox(func() protoactor.Mailbox { return &a.mb }))
