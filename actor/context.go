@@ -104,8 +104,12 @@ type Deferred struct {
 // rt returns what d calls.
 func (d *Deferred) rt() grainrt.Deferred { return grainrt.Runtime(&d.deferredHandle) }
 
-// Context returns the call's context: it is cancelled when the caller
-// cancels. It never has a deadline; see Deadline for the budget.
+// Context returns the call's context: the context of the method that
+// deferred, so it is cancelled when the caller cancels and tells the same
+// as the method's did (IdentityOf, MetadataOf, Budget), to later turns
+// that answer or make calls on the call's behalf, which inherit what is
+// left of its budget. It never has a deadline; see Deadline for the
+// budget.
 func (d *Deferred) Context() context.Context { return d.rt().Context() }
 
 // Deadline returns when the call's budget runs out (see actor.Deadline; a

@@ -30,7 +30,9 @@
 // certificate its connection proved, with the Rights of that credential;
 // or a silo, for calls between grains. It comes from the handshake of the
 // connection the call came on, never from anything the caller wrote in
-// the call, and a call relayed from silo to silo keeps it.
+// the call, and a call relayed from silo to silo keeps it. A Deferred's
+// context (Deferred.Context) tells the same to the later turn that
+// answers.
 //
 // Metadata are string pairs a caller attaches with WithMetadata (a tenant,
 // an end user, trace context), bounded by MaxMetadataEntries and

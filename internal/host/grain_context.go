@@ -100,7 +100,7 @@ func (c *grainContext) Defer() (*actor.Deferred, error) {
 		return &a.deferredNow.pub, nil
 	}
 	req := a.current
-	d := &deferred{a: a, req: req, ctx: req.Ctx, call: a.currentCall, start: a.callStart}
+	d := &deferred{a: a, req: req, ctx: turnContext(req), cancellable: req.Ctx != nil, call: a.currentCall, start: a.callStart}
 	grainrt.Bind[grainrt.Deferred](&d.pub, d)
 	switch {
 	case req.Budget > 0 && req.Turn != nil:
@@ -189,41 +189,62 @@ func (t *timer) stop() {
 	}
 }
 
+// turnContext returns the context that runTurn gave the method of req,
+// which is running: the callContext it made, or the context it used
+// without making one.
+func turnContext(req *Request) context.Context {
+	if cc, ok := req.Turn.(*callContext); ok {
+		return cc
+	}
+	if req.Caller != nil {
+		return req.Caller
+	}
+	return context.Background()
+}
+
 // deferred is what an actor.Deferred calls: a reply a grain keeps to
 // answer later. actor.Deferred documents each method.
 type deferred struct {
 	pub      actor.Deferred // the grain's handle
 	a        *activation
 	req      *Request        // until answered; then recycled
-	ctx      context.Context // the caller's cancellable context, or nil
+	ctx      context.Context // the method's context (Context)
 	deadline time.Time
 	call     *methodCalls // the method's counters
 	start    time.Time    // when the method's turn began, when the host times calls
 
-	mu       sync.Mutex
-	answered bool
-	stopWait func() bool
+	mu          sync.Mutex
+	answered    bool
+	cancellable bool // the request has a context its caller cancels
+	stopWait    func() bool
 }
 
-func (d *deferred) Context() context.Context {
-	if d.ctx == nil {
-		return context.Background()
-	}
-	return d.ctx
-}
+func (d *deferred) Context() context.Context { return d.ctx }
 
 func (d *deferred) Deadline() (deadline time.Time, ok bool) {
 	return d.deadline, !d.deadline.IsZero()
 }
 
-func (d *deferred) Cancellable() bool { return d.ctx != nil }
+func (d *deferred) Cancellable() bool { return d.cancellable }
 
 func (d *deferred) OnCancel(fn func()) {
-	if d.ctx == nil {
+	if !d.cancellable {
+		return
+	}
+	// The request's own context, not the method's, which wraps it: a
+	// context that has an AfterFunc method of its own (the call layer's)
+	// is asked directly, not watched from a goroutine.
+	var ctx context.Context
+	d.mu.Lock()
+	if d.req != nil { // not answered: a reply recycles the request
+		ctx = d.req.Ctx
+	}
+	d.mu.Unlock()
+	if ctx == nil {
 		return
 	}
 	a := d.a
-	stop := context.AfterFunc(d.ctx, func() {
+	stop := context.AfterFunc(ctx, func() {
 		a.post(turnFunc(func() {
 			if !d.Answered() {
 				fn()

@@ -77,7 +77,7 @@ func TestDeferredKeepsItsContextAfterReply(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.EqualValues(t, -2, r.reply.(*wrapperspb.Int64Value).Value, "OnCancel answered through the call's own context")
 
-	d := &deferred{ctx: callCtx, req: &Request{Reply: make(chanReplier, 1)}, a: &activation{}}
+	d := &deferred{ctx: callCtx, cancellable: true, req: &Request{Reply: make(chanReplier, 1)}, a: &activation{}}
 	require.True(t, d.Reply(wrapperspb.Int64(1), nil))
 	assert.Nil(t, d.req, "an answered Deferred lets go of its request")
 	assert.Same(t, callCtx, d.Context())
