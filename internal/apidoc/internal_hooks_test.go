@@ -19,29 +19,10 @@ import (
 // files and tests are left out.
 func internalAssignments(t *testing.T, dir string) []string {
 	t.Helper()
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
-		n := fi.Name()
-		return !strings.HasSuffix(n, "_test.go") && !strings.HasSuffix(n, ".pb.go")
-	}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var found []string
-	for _, pkg := range pkgs {
+	for _, pkg := range parseOurs(t, dir) {
 		for name, f := range pkg.Files {
-			internal := map[string]bool{} // the names of the file's internal imports
-			for _, imp := range f.Imports {
-				p, _ := strconv.Unquote(imp.Path.Value)
-				if !strings.Contains("/"+p+"/", "/internal/") {
-					continue
-				}
-				local := path.Base(p)
-				if imp.Name != nil {
-					local = imp.Name.Name
-				}
-				internal[local] = true
-			}
+			internal := internalImports(f)
 			if len(internal) == 0 {
 				continue
 			}
@@ -63,6 +44,38 @@ func internalAssignments(t *testing.T, dir string) []string {
 	}
 	sort.Strings(found)
 	return found
+}
+
+// parseOurs parses the package in dir, leaving out tests and generated
+// files: their code is not the package's API.
+func parseOurs(t *testing.T, dir string) map[string]*ast.Package {
+	t.Helper()
+	pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi os.FileInfo) bool {
+		n := fi.Name()
+		return !strings.HasSuffix(n, "_test.go") && !strings.HasSuffix(n, ".pb.go")
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+// internalImports returns the names under which f imports internal
+// packages.
+func internalImports(f *ast.File) map[string]bool {
+	internal := map[string]bool{}
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		if !strings.Contains("/"+p+"/", "/internal/") {
+			continue
+		}
+		name := path.Base(p)
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		internal[name] = true
+	}
+	return internal
 }
 
 // No public package sets a variable of an internal package: what internal

@@ -2,13 +2,9 @@ package apidoc
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -21,32 +17,13 @@ import (
 // tests are left out.
 func internalInSignatures(t *testing.T, dir string) []string {
 	t.Helper()
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
-		n := fi.Name()
-		return !strings.HasSuffix(n, "_test.go") && !strings.HasSuffix(n, ".pb.go")
-	}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var found []string
-	for _, pkg := range pkgs {
+	for _, pkg := range parseOurs(t, dir) {
 		if pkg.Name == "main" {
 			continue
 		}
 		for _, f := range pkg.Files {
-			internal := map[string]bool{} // the names of the file's internal imports
-			for _, imp := range f.Imports {
-				p, _ := strconv.Unquote(imp.Path.Value)
-				if !strings.Contains("/"+p+"/", "/internal/") {
-					continue
-				}
-				name := path.Base(p)
-				if imp.Name != nil {
-					name = imp.Name.Name
-				}
-				internal[name] = true
-			}
+			internal := internalImports(f)
 			if len(internal) == 0 {
 				continue
 			}

@@ -2,8 +2,6 @@ package host_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -48,18 +46,7 @@ func BenchmarkDeferredTurn(b *testing.B) {
 		New:        func(actor.GrainID) any { return &deferringGrain{} },
 		Dispatcher: deferringDispatcher{},
 	}
-	h, err := host.NewHost(host.HostOptions{}, []*host.Kind{kind}, host.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := h.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = h.Stop(ctx)
-	}()
+	h := startBenchHost(b, kind)
 	id := actor.GrainID{Type: kind.Type, Key: "k"}
 	caller := host.NewCaller(actor.Identity{Kind: actor.CallerClient, Name: "bench"})
 	metadata := []string{"tenant", "t1"}

@@ -63,12 +63,9 @@ func BenchmarkTurnTimed(b *testing.B) {
 	}))
 }
 
-func benchTurns(b *testing.B, keys int, opts ...host.HostOption) {
-	kind := &host.Kind{
-		Type:       testgrain.CounterGrainType,
-		New:        func(id actor.GrainID) any { return testgrain.New(nil)(id) },
-		Dispatcher: &dispatch.Dispatcher{Service: testgrain.CounterService},
-	}
+// startBenchHost starts a host of kind, which logs nothing, and stops it
+// when the benchmark ends.
+func startBenchHost(b *testing.B, kind *host.Kind, opts ...host.HostOption) *host.Host {
 	h, err := host.NewHost(host.HostOptions{}, []*host.Kind{kind}, append(opts, host.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))...)
 	if err != nil {
 		b.Fatal(err)
@@ -76,11 +73,21 @@ func benchTurns(b *testing.B, keys int, opts ...host.HostOption) {
 	if err := h.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	defer func() {
+	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = h.Stop(ctx)
-	}()
+	})
+	return h
+}
+
+func benchTurns(b *testing.B, keys int, opts ...host.HostOption) {
+	kind := &host.Kind{
+		Type:       testgrain.CounterGrainType,
+		New:        func(id actor.GrainID) any { return testgrain.New(nil)(id) },
+		Dispatcher: &dispatch.Dispatcher{Service: testgrain.CounterService},
+	}
+	h := startBenchHost(b, kind, opts...)
 	payload, _ := proto.Marshal(&testgrain.AddRequest{Delta: 1})
 	ids := make([]actor.GrainID, keys)
 	for k := range ids {
