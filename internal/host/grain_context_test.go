@@ -126,10 +126,10 @@ func TestDeferredContextCarriesTheMethodsValues(t *testing.T) {
 	}
 }
 
-// owner is a Host's owner for tests: it only has a caller.
-type owner struct{ caller proxy.Caller }
+// testOwner is a Host's owner for tests: it only has a caller.
+type testOwner struct{ caller proxy.Caller }
 
-func (o owner) Caller() proxy.Caller { return o.caller }
+func (o testOwner) Caller() proxy.Caller { return o.caller }
 
 // nopCaller is a proxy.Caller that answers nothing.
 type nopCaller struct{}
@@ -142,7 +142,7 @@ func (nopCaller) ResponseTimeout() time.Duration                                
 // host made.
 func TestCallerOfReachesTheHostsOwner(t *testing.T) {
 	var caller proxy.Caller = &nopCaller{}
-	owned := newFixture(t, HostOptions{}, WithOwner(owner{caller: caller}))
+	owned := newFixture(t, HostOptions{}, WithOwner(testOwner{caller: caller}))
 	ownerless := newFixture(t, HostOptions{})
 	for _, c := range []struct {
 		name string
