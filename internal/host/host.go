@@ -194,6 +194,7 @@ type Host struct {
 	system  *protoactor.ActorSystem
 	kinds   map[string]*Kind
 	disp    *workerDispatcher
+	spawner spawner // spawns the activations' actors from one Props
 
 	// calls counts each kind's calls by method and outcome, in the order
 	// the kinds were given; observer times them when set.
@@ -323,6 +324,7 @@ func (h *Host) Start(ctx context.Context) error {
 	// every actor spawned from it.
 	h.system.Root.WithGuardian(protoactor.NewRestartingStrategy())
 	h.disp = newWorkerDispatcher()
+	h.spawner.init(h.system.Root, h.disp)
 	h.mu.started = true
 	h.mu.collector = h.clock.AfterFunc(h.opts.CollectionQuantum, h.collect)
 	return nil
@@ -887,9 +889,7 @@ func (h *Host) newActivation(kind *Kind, id actor.GrainID) *activation {
 	}
 	a.gc = grainrt.NewContext(&grainContext{a: a}).(*actor.Context)
 	a.lastActive.Store(h.clock.Now().UnixNano())
-	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a },
-		protoactor.WithDispatcher(h.disp), protoactor.WithMailbox(func() protoactor.Mailbox { return &a.mb }))
-	a.pid = h.system.Root.Spawn(props)
+	a.pid = h.spawner.spawn(a)
 	h.stats.activations.Add(1)
 	return a
 }

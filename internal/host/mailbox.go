@@ -31,6 +31,9 @@ type mailbox struct {
 	invoker    protoactor.MessageInvoker
 	dispatcher protoactor.Dispatcher
 	process    func() // m.run, bound once
+	// owner is the activation whose mailbox this is, nil for a mailbox
+	// under test: a Restart it carries goes through its host's spawner.
+	owner *activation
 }
 
 var _ protoactor.Mailbox = (*mailbox)(nil)
@@ -180,10 +183,18 @@ func (m *mailbox) runSome() (empty bool) {
 		if msg, system, ok = m.next(); !ok {
 			return true
 		}
-		if system {
-			m.invoker.InvokeSystemMessage(msg)
-		} else {
+		switch {
+		case !system:
 			m.invoker.InvokeUserMessage(msg)
+		case m.owner != nil && isRestart(msg):
+			m.owner.host.spawner.restart(m.owner, m.invoker, msg)
+		default:
+			m.invoker.InvokeSystemMessage(msg)
 		}
 	}
+}
+
+func isRestart(msg any) bool {
+	_, ok := msg.(*protoactor.Restart)
+	return ok
 }
