@@ -883,10 +883,7 @@ func (h *Host) rearmCollector() {
 }
 
 func (h *Host) newActivation(kind *Kind, id actor.GrainID) *activation {
-	a := &activation{host: h, kind: kind, calls: h.kindCalls(kind), id: id, collectionAge: h.opts.CollectionAge}
-	if kind.CollectionAge > 0 {
-		a.collectionAge = kind.CollectionAge
-	}
+	a := &activation{host: h, kind: kind, calls: h.kindCalls(kind), id: id}
 	a.gc = grainrt.NewContext(&grainContext{a: a}).(*actor.Context)
 	a.lastActive.Store(h.clock.Now().UnixNano())
 	a.pid = h.spawner.spawn(a)
