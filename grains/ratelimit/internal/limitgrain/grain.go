@@ -82,7 +82,7 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	*kind[O, P] // shared by the kind's grains: a grain of an idle key is kept small
 
 	act    runtime
-	wireID *pb.GrainId // shared by the replies that carry it, never modified
+	wireID *pb.GrainId // shared by the replies that carry it, never modified; nil until one does
 	saved  *pb.LimiterState
 
 	options    O
@@ -118,7 +118,7 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	tickAt time.Time
 	onTick func()
 
-	quota leasing // leased quota's slices and fair-share claims (quota.go)
+	quota *leasing // leased quota's slices and fair-share claims (quota.go), nil until a slice is asked for
 }
 
 // kind is what the grains of one limiter grain type on a silo share.
@@ -153,8 +153,6 @@ func (g *grain[O, P, R]) OnActivate(_ context.Context, act *actor.Context) error
 // start is OnActivate on any runtime.
 func (g *grain[O, P, R]) start(act runtime) {
 	g.act = act
-	id := act.ID()
-	g.wireID = &pb.GrainId{Type: id.Type, Key: id.Key}
 	g.onTick = g.tickNow
 	now := act.Now()
 	g.restore(now)
@@ -216,7 +214,9 @@ func (g *grain[O, P, R]) install(o O, c core, now time.Time) {
 	g.replenisher, _ = c.(replenisher)
 	g.refunder, _ = c.(refunder)
 	g.refunds = nil
-	g.quota.reset()
+	if g.quota != nil {
+		g.quota.reset()
+	}
 	c.SetCompletionHandler(g.onCompleted)
 	g.leases = nil
 	if g.leaseTimes != nil && g.expiry != nil {
@@ -648,6 +648,10 @@ func (g *grain[O, P, R]) leaseReply(l limiter.Lease, refundable bool, now time.T
 	md := &pb.LeaseMetadata{Acquired: true, LeaseId: g.newLeaseID()}
 	if g.releaser != nil && l.Permits() > 0 {
 		g.holdLease(md.LeaseId, l.Permits(), now.Add(g.ttl))
+		if g.wireID == nil {
+			id := g.act.ID()
+			g.wireID = &pb.GrainId{Type: id.Type, Key: id.Key}
+		}
 		md.GrainId = g.wireID // where the release must go
 		md.TtlNanos = int64(g.ttl)
 	} else {
