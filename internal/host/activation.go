@@ -37,13 +37,12 @@ type (
 // activation is one live grain: a protoactor actor whose Receive is the
 // turn loop. All fields except the atomics are touched only inside turns.
 type activation struct {
-	host          *Host
-	kind          *Kind
-	calls         *kindCalls // the kind's call counters
-	id            actor.GrainID
-	gc            *actor.Context
-	pid           *protoactor.PID
-	collectionAge time.Duration
+	host  *Host
+	kind  *Kind
+	calls *kindCalls // the kind's call counters
+	id    actor.GrainID
+	gc    *actor.Context
+	pid   *protoactor.PID
 
 	core        core
 	failure     error // why the activation failed, when it did
@@ -53,12 +52,21 @@ type activation struct {
 	currentCall *methodCalls // its method's counters
 	callStart   time.Time    // when its turn began, when the host times calls
 	deferredNow *deferred    // set when the running method deferred its reply
-	deactivate  bool         // DeactivateOnIdle was called in this turn
 	timers      map[*timer]struct{}
+
+	// The one-byte fields sit together, beside the four-byte atomics, so
+	// that an activation pads no word for any of them.
+
+	deactivate bool // DeactivateOnIdle was called in this turn
 	// unregistersOnClose: the deactivation left the final write to the
 	// store's writers, and the record's close unregisters the grain once
 	// that write has landed (deactivateNow, Host.unregisterLater).
 	unregistersOnClose bool
+	// asked is what a deactivation pass asked of this activation
+	// (askedIdle, askedStop); the pass holds a slot for it until it leaves
+	// the catalog or declines. Set by the pass holding the host's pass
+	// token under the read lock, cleared under the write lock.
+	asked uint8
 
 	gone     atomic.Bool   // no more posts: the actor is stopping
 	doing    atomic.Uint32 // what the latest turn runs: a method id, or one of the doing* values
@@ -76,11 +84,6 @@ type activation struct {
 	mb mailbox // the actor's protoactor mailbox; see postInline
 
 	sameKey *activation // the next activation under the same key in the host's catalog; guarded by the host's lock
-	// asked is what a deactivation pass asked of this activation
-	// (askedIdle, askedStop); the pass holds a slot for it until it leaves
-	// the catalog or declines. Set by the pass holding the host's pass
-	// token under the read lock, cleared under the write lock.
-	asked uint8
 }
 
 // post enqueues a message unless the actor is already stopping.
@@ -300,7 +303,16 @@ func (a *activation) idleNow() bool {
 // at rest, not touched since the collector last looked.
 func (a *activation) collectible(now time.Time) bool {
 	idle := a.idleFor(now)
-	return idle >= a.collectionAge || (a.collectSoon.Load() && idle > 0)
+	return idle >= a.collectionAge() || (a.collectSoon.Load() && idle > 0)
+}
+
+// collectionAge is how long the activation may stay idle: its kind's
+// collection age, or the host's.
+func (a *activation) collectionAge() time.Duration {
+	if a.kind.CollectionAge > 0 {
+		return a.kind.CollectionAge
+	}
+	return a.host.opts.CollectionAge
 }
 
 // activate loads the grain's state and runs OnActivate. It returns the

@@ -199,6 +199,7 @@ type Host struct {
 	system  *protoactor.ActorSystem
 	kinds   map[string]*Kind
 	disp    *workerDispatcher
+	spawner spawner // spawns the activations' actors from one Props
 
 	// calls counts each kind's calls by method and outcome, in the order
 	// the kinds were given; observer times them when set.
@@ -328,6 +329,7 @@ func (h *Host) Start(ctx context.Context) error {
 	// every actor spawned from it.
 	h.system.Root.WithGuardian(protoactor.NewRestartingStrategy())
 	h.disp = newWorkerDispatcher()
+	h.spawner.init(h.system.Root, h.disp)
 	h.mu.started = true
 	h.mu.collector = h.clock.AfterFunc(h.opts.CollectionQuantum, h.collect)
 	return nil
@@ -886,15 +888,10 @@ func (h *Host) rearmCollector() {
 }
 
 func (h *Host) newActivation(kind *Kind, id actor.GrainID) *activation {
-	a := &activation{host: h, kind: kind, calls: h.kindCalls(kind), id: id, collectionAge: h.opts.CollectionAge}
-	if kind.CollectionAge > 0 {
-		a.collectionAge = kind.CollectionAge
-	}
+	a := &activation{host: h, kind: kind, calls: h.kindCalls(kind), id: id}
 	a.gc = newGrainContext(a)
 	a.lastActive.Store(h.clock.Now().UnixNano())
-	props := protoactor.PropsFromProducer(func() protoactor.Actor { return a },
-		protoactor.WithDispatcher(h.disp), protoactor.WithMailbox(func() protoactor.Mailbox { return &a.mb }))
-	a.pid = h.system.Root.Spawn(props)
+	a.pid = h.spawner.spawn(a)
 	h.stats.activations.Add(1)
 	return a
 }

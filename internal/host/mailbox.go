@@ -22,25 +22,40 @@ import (
 type mailbox struct {
 	mu struct {
 		sync.Mutex
-		user, system []any
-		userHead     int
-		sysHead      int
-		scheduled    bool // processing is running or handed to a dispatcher
-		suspended    bool
+		user     []any
+		userHead int
+		// system is nil but while system messages wait: they are a few in
+		// an activation's life (the start, the stop, a restart), and an
+		// idle activation keeps no queue for them.
+		system    *systemQueue
+		scheduled bool // processing is running or handed to a dispatcher
+		suspended bool
 	}
 	invoker    protoactor.MessageInvoker
 	dispatcher protoactor.Dispatcher
 	process    func() // m.run, bound once
+	// owner is the activation whose mailbox this is, nil for a mailbox
+	// under test: a Restart it carries goes through its host's spawner.
+	owner *activation
 }
 
 var _ protoactor.Mailbox = (*mailbox)(nil)
+
+// systemQueue holds the system messages a mailbox has not yet processed.
+type systemQueue struct {
+	msgs []any
+	head int
+}
 
 // post queues msg and reports whether the mailbox was idle: then the
 // caller must run m.process (or hand it to a dispatcher) itself.
 func (m *mailbox) post(msg any, system bool) (mustRun bool) {
 	m.mu.Lock()
 	if system {
-		m.mu.system = append(m.mu.system, msg)
+		if m.mu.system == nil {
+			m.mu.system = new(systemQueue)
+		}
+		m.mu.system.msgs = append(m.mu.system.msgs, msg)
 	} else {
 		m.mu.user = append(m.mu.user, msg)
 	}
@@ -105,8 +120,11 @@ func (m *mailbox) next() (msg any, system, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for {
-		if m.mu.sysHead < len(m.mu.system) {
-			msg, m.mu.system, m.mu.sysHead = take(m.mu.system, m.mu.sysHead)
+		if q := m.mu.system; q != nil {
+			msg, q.msgs, q.head = take(q.msgs, q.head)
+			if len(q.msgs) == 0 {
+				m.mu.system = nil
+			}
 			switch msg.(type) {
 			case *protoactor.SuspendMailbox:
 				m.mu.suspended = true
@@ -180,10 +198,18 @@ func (m *mailbox) runSome() (empty bool) {
 		if msg, system, ok = m.next(); !ok {
 			return true
 		}
-		if system {
-			m.invoker.InvokeSystemMessage(msg)
-		} else {
+		switch {
+		case !system:
 			m.invoker.InvokeUserMessage(msg)
+		case m.owner != nil && isRestart(msg):
+			m.owner.host.spawner.restart(m.owner, m.invoker, msg)
+		default:
+			m.invoker.InvokeSystemMessage(msg)
 		}
 	}
+}
+
+func isRestart(msg any) bool {
+	_, ok := msg.(*protoactor.Restart)
+	return ok
 }

@@ -148,3 +148,24 @@ func TestMailboxQueueStaysBounded(t *testing.T) {
 	assert.Nil(t, m.mu.user, "a drained burst lets its array go")
 	assert.Len(t, d.scheduled, 1)
 }
+
+// System messages are a few in an activation's life: the mailbox keeps
+// their queue only while some wait, in order, and an idle mailbox holds
+// none.
+func TestMailboxDropsDrainedSystemQueue(t *testing.T) {
+	m, inv, d := newTestMailbox()
+	m.PostSystemMessage("s1")
+	m.PostSystemMessage("s2")
+	require.NotNil(t, m.mu.system)
+	m.PostUserMessage("u1")
+	d.scheduled[0]()
+	assert.Equal(t, []string{"sys:s1", "sys:s2", "user:u1"}, inv.seen())
+	assert.Nil(t, m.mu.system, "a drained system queue is let go")
+	assert.NotNil(t, m.mu.user, "the user queue keeps its array for the next call")
+
+	m.PostSystemMessage("s3")
+	require.Len(t, d.scheduled, 2)
+	d.scheduled[1]()
+	assert.Equal(t, "sys:s3", inv.seen()[3])
+	assert.Nil(t, m.mu.system)
+}

@@ -15,8 +15,7 @@ import (
 // time. With automatic replenishment the driver calls Tick at the times
 // NextTick reports.
 type TokenBucket struct {
-	e    engine
-	opts TokenBucketOptions
+	e engine // holds every option too: a bucket is kept for each idle key
 }
 
 // NewTokenBucket returns a full token bucket, idle since now. It returns an
@@ -25,7 +24,7 @@ func NewTokenBucket(opts TokenBucketOptions, now time.Time) (*TokenBucket, error
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	t := &TokenBucket{opts: opts}
+	t := &TokenBucket{}
 	t.e.init(algorithmTokenBucket, opts.TokenLimit, opts.QueueLimit, opts.QueueOrder, now)
 	t.e.initSchedule(opts.ReplenishmentPeriod, opts.ManualReplenishment, now)
 	t.e.perPeriod = opts.TokensPerPeriod
@@ -33,7 +32,16 @@ func NewTokenBucket(opts TokenBucketOptions, now time.Time) (*TokenBucket, error
 }
 
 // Options returns the options the limiter was created with.
-func (t *TokenBucket) Options() TokenBucketOptions { return t.opts }
+func (t *TokenBucket) Options() TokenBucketOptions {
+	return TokenBucketOptions{
+		TokenLimit:          t.e.limit,
+		TokensPerPeriod:     t.e.perPeriod,
+		QueueLimit:          t.e.queueLimit,
+		QueueOrder:          t.e.order,
+		ReplenishmentPeriod: t.e.period,
+		ManualReplenishment: !t.e.auto,
+	}
+}
 
 // ReplenishmentPeriod returns the ReplenishmentPeriod.
 func (t *TokenBucket) ReplenishmentPeriod() time.Duration { return t.e.period }

@@ -23,6 +23,16 @@ type heldLease struct {
 // expiries later, so the timer fires at most once per time to live while
 // every holder is alive, and then finds nothing due.
 
+// leaseTimes is what a concurrency grain keeps to expire its leases.
+type leaseTimes struct {
+	ttl time.Duration // a concurrency lease's time to live
+	// expiry is the one timer armed for the earliest lease expiry, at
+	// expiryAt; nil while no lease is held.
+	expiry   timer
+	expiryAt time.Time
+	onExpiry func()
+}
+
 // holdLease keeps a lease until expires, arming the expiry timer when it
 // is the earliest.
 func (g *grain[O, P, R]) holdLease(id uint64, permits int64, expires time.Time) {

@@ -79,12 +79,10 @@ type refundRecord struct {
 // activation's turns, so it needs no lock; the limiter core it drives is a
 // deterministic state machine that takes the time on every call.
 type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
-	alg      *algorithm[O, P]
-	defaults O
-	counters *Counters // the silo's, shared by all its limiter grains
+	*kind[O, P] // shared by the kind's grains: a grain of an idle key is kept small
 
 	act    runtime
-	wireID *pb.GrainId // shared by the replies that carry it, never modified
+	wireID *pb.GrainId // shared by the replies that carry it, never modified; nil until one does
 	saved  *pb.LimiterState
 
 	options    O
@@ -107,12 +105,9 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	// leases are the concurrency leases not yet released or expired, by
 	// lease id. Time-based grains keep nothing per lease.
 	leases map[uint64]heldLease
-	ttl    time.Duration // a concurrency lease's time to live
-	// expiry is the one timer armed for the earliest lease expiry, at
-	// expiryAt; nil while no lease is held.
-	expiry   timer
-	expiryAt time.Time
-	onExpiry func()
+	// leaseTimes is how the concurrency leases expire: nil for the
+	// time-based grains, which keep no leases.
+	*leaseTimes
 
 	queued      int        // calls waiting in the limiter's queue
 	held        []*call[O] // calls waiting behind a configuration change, in arrival order
@@ -123,16 +118,29 @@ type grain[O comparable, P proto.Message, R acquireRequest[P]] struct {
 	tickAt time.Time
 	onTick func()
 
-	quota leasing // leased quota's slices and fair-share claims (quota.go)
+	quota *leasing // leased quota's slices and fair-share claims (quota.go), nil until a slice is asked for
 }
 
-// newGrain returns a grain that counts its acquisitions in counters (nil:
-// counters of its own).
-func newGrain[O comparable, P proto.Message, R acquireRequest[P]](alg *algorithm[O, P], defaults O, counters *Counters) *grain[O, P, R] {
+// kind is what the grains of one limiter grain type on a silo share.
+type kind[O comparable, P proto.Message] struct {
+	alg      *algorithm[O, P]
+	defaults O
+	counters *Counters // the silo's, shared by all its limiter grains
+}
+
+// newKind returns the kind of alg's grains, which count their
+// acquisitions in counters (nil: counters of their own).
+func newKind[O comparable, P proto.Message](alg *algorithm[O, P], defaults O, counters *Counters) *kind[O, P] {
 	if counters == nil {
 		counters = new(Counters)
 	}
-	return &grain[O, P, R]{alg: alg, defaults: defaults, counters: counters}
+	return &kind[O, P]{alg: alg, defaults: defaults, counters: counters}
+}
+
+// newGrain returns a grain of a kind of its own that counts its
+// acquisitions in counters (nil: counters of its own).
+func newGrain[O comparable, P proto.Message, R acquireRequest[P]](alg *algorithm[O, P], defaults O, counters *Counters) *grain[O, P, R] {
+	return &grain[O, P, R]{kind: newKind(alg, defaults, counters)}
 }
 
 // OnActivate restores the stored state, if any, by the restore rules of the
@@ -145,8 +153,6 @@ func (g *grain[O, P, R]) OnActivate(_ context.Context, act *actor.Context) error
 // start is OnActivate on any runtime.
 func (g *grain[O, P, R]) start(act runtime) {
 	g.act = act
-	id := act.ID()
-	g.wireID = &pb.GrainId{Type: id.Type, Key: id.Key}
 	g.onTick = g.tickNow
 	now := act.Now()
 	g.restore(now)
@@ -208,15 +214,20 @@ func (g *grain[O, P, R]) install(o O, c core, now time.Time) {
 	g.replenisher, _ = c.(replenisher)
 	g.refunder, _ = c.(refunder)
 	g.refunds = nil
-	g.quota.reset()
+	if g.quota != nil {
+		g.quota.reset()
+	}
 	c.SetCompletionHandler(g.onCompleted)
 	g.leases = nil
-	if g.expiry != nil {
+	if g.leaseTimes != nil && g.expiry != nil {
 		g.expiry.Stop()
 		g.expiry = nil
 	}
 	if g.releaser != nil {
 		g.leases = make(map[uint64]heldLease)
+		if g.leaseTimes == nil {
+			g.leaseTimes = new(leaseTimes)
+		}
 		g.ttl = g.alg.ttl(o)
 	}
 	// Past its refill time a stored time-based state says nothing a fresh
@@ -637,6 +648,10 @@ func (g *grain[O, P, R]) leaseReply(l limiter.Lease, refundable bool, now time.T
 	md := &pb.LeaseMetadata{Acquired: true, LeaseId: g.newLeaseID()}
 	if g.releaser != nil && l.Permits() > 0 {
 		g.holdLease(md.LeaseId, l.Permits(), now.Add(g.ttl))
+		if g.wireID == nil {
+			id := g.act.ID()
+			g.wireID = &pb.GrainId{Type: id.Type, Key: id.Key}
+		}
 		md.GrainId = g.wireID // where the release must go
 		md.TtlNanos = int64(g.ttl)
 	} else {

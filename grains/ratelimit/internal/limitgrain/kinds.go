@@ -158,22 +158,26 @@ func Register(r proxy.Registrar, d Defaults, counters *Counters) error {
 	if counters == nil {
 		counters = new(Counters)
 	}
+	concurrencyKind := newKind(concurrency, d.Concurrency, counters)
+	fixedWindowKind := newKind(fixedWindow, d.FixedWindow, counters)
+	slidingWindowKind := newKind(slidingWindow, d.SlidingWindow, counters)
+	tokenBucketKind := newKind(tokenBucket, d.TokenBucket, counters)
 	if err := pb.RegisterConcurrencyLimiterGrain(r, func(actor.GrainID) pb.ConcurrencyLimiterGrain {
-		return newGrain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest](concurrency, d.Concurrency, counters)
+		return &grain[limiter.ConcurrencyOptions, *pb.ConcurrencyOptions, *pb.ConcurrencyAcquireRequest]{kind: concurrencyKind}
 	}); err != nil {
 		return err
 	}
 	if err := pb.RegisterFixedWindowLimiterGrain(r, func(actor.GrainID) pb.FixedWindowLimiterGrain {
-		return newGrain[limiter.FixedWindowOptions, *pb.FixedWindowOptions, *pb.FixedWindowAcquireRequest](fixedWindow, d.FixedWindow, counters)
+		return &grain[limiter.FixedWindowOptions, *pb.FixedWindowOptions, *pb.FixedWindowAcquireRequest]{kind: fixedWindowKind}
 	}); err != nil {
 		return err
 	}
 	if err := pb.RegisterSlidingWindowLimiterGrain(r, func(actor.GrainID) pb.SlidingWindowLimiterGrain {
-		return newGrain[limiter.SlidingWindowOptions, *pb.SlidingWindowOptions, *pb.SlidingWindowAcquireRequest](slidingWindow, d.SlidingWindow, counters)
+		return &grain[limiter.SlidingWindowOptions, *pb.SlidingWindowOptions, *pb.SlidingWindowAcquireRequest]{kind: slidingWindowKind}
 	}); err != nil {
 		return err
 	}
 	return pb.RegisterTokenBucketLimiterGrain(r, func(actor.GrainID) pb.TokenBucketLimiterGrain {
-		return newGrain[limiter.TokenBucketOptions, *pb.TokenBucketOptions, *pb.TokenBucketAcquireRequest](tokenBucket, d.TokenBucket, counters)
+		return &grain[limiter.TokenBucketOptions, *pb.TokenBucketOptions, *pb.TokenBucketAcquireRequest]{kind: tokenBucketKind}
 	})
 }

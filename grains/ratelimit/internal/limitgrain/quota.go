@@ -143,6 +143,9 @@ func (g *grain[O, P, R]) LeaseQuota(ctx context.Context, in *pb.QuotaRequest) (*
 		IntervalEndUnixNanos: end.UnixNano(),
 		Queues:               g.queueLimit() > 0,
 	}
+	if g.quota == nil {
+		g.quota = new(leasing)
+	}
 	n := g.quota.alloc.Size(now, interval, quota.Request{Holder: in.Holder, Rate: max(in.Rate, 0), Need: max(in.Need, 0)}, st.AvailablePermits)
 	if n > 0 {
 		lease, err := g.core.AttemptAcquire(now, n)
@@ -173,6 +176,9 @@ func (g *grain[O, P, R]) LeaseQuota(ctx context.Context, in *pb.QuotaRequest) (*
 // interval lasts: they go back where the slice was charged, by the
 // algorithm's refund rule, and serve the queue.
 func (g *grain[O, P, R]) ReturnQuota(_ context.Context, in *pb.ReturnQuotaRequest) (*pb.ReturnQuotaReply, error) {
+	if g.quota == nil {
+		return &pb.ReturnQuotaReply{}, nil
+	}
 	s, ok := g.quota.slices[in.SliceId]
 	if !ok || s.holder != in.Holder || g.refunder == nil {
 		return &pb.ReturnQuotaReply{}, nil
