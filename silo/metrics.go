@@ -87,7 +87,7 @@ func (s *Silo) metricsHostOptions() []host.HostOption {
 // silo's counters, with the closed connections' added so that no counter
 // goes back.
 func (s *Silo) metricStats() metrics.Stats {
-	st := s.Stats()
+	st := s.stats()
 	st.Gateway.Add(st.ClosedGateway)
 	st.Links.Add(st.ClosedLinks)
 	view := s.ClusterView()

@@ -586,39 +586,8 @@ func (s *Silo) closeGateway(ctx context.Context) error {
 	}
 }
 
-// Stats are a silo's counters, for tests and metrics.
-type Stats struct {
-	Host    host.HostStats           // the activations
-	Gateway rpc.EndpointStats        // summed over client connections
-	Clients int                      // client connections open
-	Links   rpc.EndpointStats        // summed over connections to other silos
-	Flusher persistence.FlusherStats // the state writes
-	// Directory counts this silo's part of the grain directory (a silo of
-	// a cluster).
-	Directory directory.Stats
-	// Calls counts the grain calls answered here, by grain type, method
-	// and outcome.
-	Calls []host.MethodCalls
-	// ClosedGateway and ClosedLinks are the final counters of the client
-	// connections and links that closed since Start: add them to Gateway
-	// and Links for totals that never go back.
-	ClosedGateway, ClosedLinks rpc.EndpointStats
-	// Rejected counts the requests and frames refused on every connection
-	// since New, gateway and links, those closed since included.
-	Rejected rpc.RejectionStats
-	// GatewayListener counts the gateway's connections: those refused and
-	// closed for the peer's behaviour (the handshake, the connection limit,
-	// frames too large or too slow).
-	GatewayListener transport.ListenerStats
-	// LinkListener counts the same for the listener of links from other
-	// silos (a silo of a cluster).
-	LinkListener transport.ListenerStats
-	// Fence counts what the minority fence did (a silo of a cluster).
-	Fence FenceStats
-}
-
-// Stats returns the silo's counters.
-func (s *Silo) Stats() Stats {
+// stats reads the counters of the silo's parts.
+func (s *Silo) stats() partStats {
 	host := s.host.Load()
 	s.mu.Lock()
 	eps := make([]*rpc.Endpoint, 0, len(s.mu.endpoints))
@@ -633,7 +602,7 @@ func (s *Silo) Stats() Stats {
 	gateway, linkListener := s.mu.listener, s.mu.linkListener
 	// Read with the live connections: a connection counts either here
 	// or, read later below, among them, never in both.
-	var st Stats
+	var st partStats
 	st.ClosedGateway, st.ClosedLinks = s.mu.closedGateway, s.mu.closedLinks
 	s.mu.Unlock()
 	st.Rejected = s.rejected.Stats()

@@ -81,20 +81,8 @@ func internalInSignatures(t *testing.T, dir string) []string {
 }
 
 // knownInternalInSignatures are the exported signatures that still name
-// internal types. silo.Stats is the silo's counters as its parts keep
-// them; giving them public types of their own is left (issue 27).
-var knownInternalInSignatures = map[string]bool{
-	"silo.Stats.Host: host.HostStats":                     true,
-	"silo.Stats.Gateway: rpc.EndpointStats":               true,
-	"silo.Stats.Links: rpc.EndpointStats":                 true,
-	"silo.Stats.Directory: directory.Stats":               true,
-	"silo.Stats.Calls: host.MethodCalls":                  true,
-	"silo.Stats.ClosedGateway: rpc.EndpointStats":         true,
-	"silo.Stats.ClosedLinks: rpc.EndpointStats":           true,
-	"silo.Stats.Rejected: rpc.RejectionStats":             true,
-	"silo.Stats.GatewayListener: transport.ListenerStats": true,
-	"silo.Stats.LinkListener: transport.ListenerStats":    true,
-}
+// internal types: none, and it should stay so.
+var knownInternalInSignatures = map[string]bool{}
 
 // No exported signature of a public package names a type users cannot
 // name: what users never call lives in internal/, and what they call
