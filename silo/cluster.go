@@ -12,11 +12,9 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/cluster"
 	"github.com/granary-go/granary/internal/directory"
-	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/links"
 	"github.com/granary-go/granary/internal/ring"
 	"github.com/granary-go/granary/internal/rpc"
-	"github.com/granary-go/granary/internal/transport"
-	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/placement"
 	"github.com/granary-go/granary/proxy"
 )
@@ -44,9 +42,9 @@ func (s *Silo) newDirectory() *directory.Directory {
 type directoryPeers struct{ s *Silo }
 
 func (p directoryPeers) Caller(silo string) (proxy.Caller, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), linkDialTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), links.DialTimeout)
 	defer cancel()
-	ep, err := p.s.ensureLink(ctx, silo)
+	ep, err := p.s.links.Ensure(ctx, silo)
 	if err != nil {
 		return nil, err
 	}
@@ -74,27 +72,13 @@ func (h directoryHost) Deactivate(id actor.GrainID) bool {
 	return false
 }
 
-// newLinkEndpoint makes the endpoint of a link on connection c (nil when
-// the connection is yet to be dialled).
-func (s *Silo) newLinkEndpoint(h *host.Host, interner *wire.Interner, c *transport.Conn) *rpc.Endpoint {
-	opts := s.opts.linkEndpoint(s.rejected)
-	if s.dir != nil {
-		opts.Moved = s.dir.Moved
-	}
-	ep := rpc.NewEndpoint(opts, s.inbound(h), interner, s.deps.clock, s.log)
-	if c != nil {
-		ep.Attach(c)
-	}
-	return ep
-}
-
 // joinCluster listens for other silos, joins the membership through the
 // seeds, takes the directory's view, and announces the silo active.
-func (s *Silo) joinCluster(ctx context.Context, h *host.Host, interner *wire.Interner, gateway net.Listener) error {
+func (s *Silo) joinCluster(ctx context.Context, gateway net.Listener) error {
 	co := s.opts.Cluster
-	linkListener, err := s.listenForLinks(h, interner, co.SiloAddress)
+	linkListener, err := s.links.Listen(co.SiloAddress)
 	if err != nil {
-		return err
+		return fmt.Errorf("silo: listen for silos: %w", err)
 	}
 	address := co.AdvertiseAddress
 	if address == "" {
@@ -118,9 +102,9 @@ func (s *Silo) joinCluster(ctx context.Context, h *host.Host, interner *wire.Int
 	s.members = members
 	view, sub := members.Subscribe()
 	s.applyView(view)
-	if !s.goBackground(func(ctx context.Context) { s.watchMembership(ctx, sub) }) {
+	if err := s.goBackground(func(ctx context.Context) { s.watchMembership(ctx, sub) }); err != nil {
 		sub.Close()
-		return fmt.Errorf("silo: join: %w", ErrStopping)
+		return fmt.Errorf("silo: join: %w", err)
 	}
 	s.startFence(members)
 	if err := members.SetStatus(cluster.StatusActive); err != nil {
@@ -136,21 +120,6 @@ func (s *Silo) joinCluster(ctx context.Context, h *host.Host, interner *wire.Int
 	s.log.Info("joined the cluster", slog.String("cluster", s.opts.Security.ClusterID),
 		slog.String("gossip", members.GossipAddress()), slog.String("silo_address", address), slog.Any("peers", peers))
 	return nil
-}
-
-// listenForLinks listens at addr for links from other silos: silos only,
-// which must prove the cluster secret or pass the link listener's TLS.
-func (s *Silo) listenForLinks(h *host.Host, interner *wire.Interner, addr string) (*transport.Listener, error) {
-	l, err := transport.Listen(addr, s.opts.linkTransport(s.gen, false), func(c *transport.Conn) transport.Handler {
-		return s.acceptLink(c, s.newLinkEndpoint(h, interner, c))
-	}, transport.WithLogger(s.log))
-	if err != nil {
-		return nil, fmt.Errorf("silo: listen for silos: %w", err)
-	}
-	s.mu.Lock()
-	s.mu.linkListener = l
-	s.mu.Unlock()
-	return l, nil
 }
 
 // viewWithSelf is the membership view with this silo's status as it just
@@ -224,13 +193,13 @@ func (s *Silo) applyView(v cluster.View) {
 	for _, m := range v.Members {
 		keep[m.ID] = m.Generation
 	}
-	s.closeLinksExcept(keep)
+	s.links.CloseExcept(keep)
 	for _, m := range v.Members {
 		if m.ID == s.opts.Name || m.ID > s.opts.Name {
 			continue // the silo with the smaller name dials
 		}
-		if _, err := s.linkOf(m.ID); err != nil {
-			s.linkLater(m.ID, func(*rpc.Endpoint, error) {})
+		if _, err := s.links.Link(m.ID); err != nil {
+			s.links.LinkLater(m.ID, func(*rpc.Endpoint, error) {})
 		}
 	}
 }
@@ -287,14 +256,8 @@ func (s *Silo) unjoin() {
 	if s.members != nil {
 		s.members.Kill() // a no-op after Stop
 	}
-	s.mu.Lock()
-	linkListener := s.mu.linkListener
-	s.mu.linkListener = nil
-	s.mu.Unlock()
-	if linkListener != nil {
-		_ = linkListener.Close()
-	}
-	s.closeLinks()
+	s.links.CloseListener()
+	s.links.CloseAll()
 	s.stopBackground()
 	if s.dir != nil {
 		s.dir.Close()

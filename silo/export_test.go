@@ -2,6 +2,7 @@ package silo
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/host"
@@ -15,16 +16,12 @@ func WithLocator(l rpc.Locator) Option { return func(d *deps) { d.locator = l } 
 // ListenForLinks opens the listener for other silos of a silo that is not
 // in a cluster, for tests that link silos by hand, and returns its address.
 func (s *Silo) ListenForLinks() (string, error) {
-	h := s.host.Load()
-	if h == nil {
+	if s.host.Load() == nil {
 		return "", ErrNotStarted
 	}
-	s.mu.Lock()
-	interner := s.mu.interner
-	s.mu.Unlock()
-	l, err := s.listenForLinks(h, interner, "127.0.0.1:0")
+	l, err := s.links.Listen("127.0.0.1:0")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("silo: listen for silos: %w", err)
 	}
 	return l.Addr().String(), nil
 }
@@ -45,11 +42,11 @@ func WithReachability(wrap func(self string, membership ReachabilitySource) Reac
 func (s *Silo) Host() *host.Host { return s.host.Load() }
 
 // Link returns the link to another silo, for tests of the links.
-func (s *Silo) Link(silo string) (*rpc.Endpoint, error) { return s.linkOf(silo) }
+func (s *Silo) Link(silo string) (*rpc.Endpoint, error) { return s.links.Link(silo) }
 
 // LinkLater gives done the link to silo once it is up, for tests of the
 // links.
-func (s *Silo) LinkLater(silo string, done func(*rpc.Endpoint, error)) { s.linkLater(silo, done) }
+func (s *Silo) LinkLater(silo string, done func(*rpc.Endpoint, error)) { s.links.LinkLater(silo, done) }
 
 // WithShareClock sets the clock that ages the client connections' shares
 // alone, for tests whose grains need real time.

@@ -308,7 +308,7 @@ func (s *Silo) startFence(members *cluster.Membership) {
 		src = s.deps.reachability(s.opts.Name, members)
 	}
 	_, sub := members.Subscribe()
-	if !s.goBackground(func(ctx context.Context) { s.watchFence(ctx, src, sub) }) {
+	if err := s.goBackground(func(ctx context.Context) { s.watchFence(ctx, src, sub) }); err != nil {
 		sub.Close() // stopping already
 	}
 }

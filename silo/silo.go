@@ -20,6 +20,7 @@ import (
 	"github.com/granary-go/granary/internal/directory"
 	"github.com/granary-go/granary/internal/dispatch"
 	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/links"
 	"github.com/granary-go/granary/internal/metrics"
 	"github.com/granary-go/granary/internal/ratelog"
 	"github.com/granary-go/granary/internal/rpc"
@@ -62,6 +63,8 @@ type Silo struct {
 	// atomic rather than under mu.
 	host atomic.Pointer[host.Host]
 
+	links *links.Links // to other silos
+
 	// The cluster's parts, set by Start when Options.Cluster.Enabled.
 	dir     *directory.Directory
 	members *cluster.Membership
@@ -76,24 +79,20 @@ type Silo struct {
 
 	mu struct {
 		sync.Mutex
-		kinds        []*host.Kind
-		types        []string
-		listener     *transport.Listener // the gateway
-		linkListener *transport.Listener // links from other silos
-		endpoints    map[*rpc.Endpoint]struct{}
-		links        map[string]*link // connections to other silos, by silo name
-		// The final counters of connections that closed, so that totals
-		// never go back.
-		closedGateway, closedLinks rpc.EndpointStats
-		linkWaiters                map[string][]func(*rpc.Endpoint, error)
-		dialing                    map[string]bool
-		view                       cluster.View // the latest membership view
-		interner                   *wire.Interner
-		starting                   bool
-		started                    bool
-		stopped                    bool
-		since                      time.Time   // when starting, started or stopped last changed
-		attached                   []io.Closer // instruments attached through the silo's hooks
+		kinds     []*host.Kind
+		types     []string
+		listener  *transport.Listener // the gateway
+		endpoints map[*rpc.Endpoint]struct{}
+		// The final counters of client connections that closed, so that
+		// totals never go back.
+		closedGateway rpc.EndpointStats
+		view          cluster.View // the latest membership view
+		interner      *wire.Interner
+		starting      bool
+		started       bool
+		stopped       bool
+		since         time.Time   // when starting, started or stopped last changed
+		attached      []io.Closer // instruments attached through the silo's hooks
 
 		gatewayClosed chan struct{} // closed once the gateway has closed
 		gatewayErr    error
@@ -151,10 +150,8 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 	}
 	s.gen = s.deps.clock.Now().UnixNano()
 	s.mu.endpoints = make(map[*rpc.Endpoint]struct{})
-	s.mu.links = make(map[string]*link)
-	s.mu.linkWaiters = make(map[string][]func(*rpc.Endpoint, error))
-	s.mu.dialing = make(map[string]bool)
-	s.router = &rpc.Router{Self: opts.Name, Locator: s.deps.locator, Links: (*siloLinks)(s)}
+	s.links = s.newLinks()
+	s.router = &rpc.Router{Self: opts.Name, Locator: s.deps.locator, Links: s.links}
 	if err := s.registerMetrics(); err != nil {
 		return nil, err
 	}
@@ -314,7 +311,7 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 		}
 	}
 	if s.opts.Cluster.Enabled {
-		if err := s.joinCluster(ctx, h, interner, gateway); err != nil {
+		if err := s.joinCluster(ctx, gateway); err != nil {
 			undo()
 			return err
 		}
@@ -376,7 +373,7 @@ func (g *gatewayConn) HandleClose(c *transport.Conn, err error) {
 // link connects this silo by hand to the silo named name, listening at
 // addr (for tests of silos without a cluster).
 func (s *Silo) link(ctx context.Context, name, addr string) error {
-	_, err := s.dialLinkAt(ctx, name, addr)
+	_, err := s.links.DialAt(ctx, name, addr)
 	return err
 }
 
@@ -384,14 +381,12 @@ func (s *Silo) link(ctx context.Context, name, addr string) error {
 // queued is written.
 func (s *Silo) flushConnections(ctx context.Context) {
 	s.mu.Lock()
-	conns := make([]*transport.Conn, 0, len(s.mu.endpoints)+len(s.mu.links))
+	conns := make([]*transport.Conn, 0, len(s.mu.endpoints))
 	for ep := range s.mu.endpoints {
 		conns = append(conns, ep.Conn())
 	}
-	for _, l := range s.mu.links {
-		conns = append(conns, l.ep.Conn())
-	}
 	s.mu.Unlock()
+	conns = append(conns, s.links.Conns()...)
 	for _, c := range conns {
 		_ = c.Flush(ctx) // a connection that ended or a ctx that ran out leaves nothing to wait for
 	}
@@ -527,7 +522,7 @@ func (s *Silo) Stop(ctx context.Context) error {
 	if hostErr != nil {
 		// Activations still to deactivate flush through the flusher, so it
 		// keeps running until a later Stop sees the host stopped.
-		s.closeLinks()
+		s.links.CloseAll()
 		return errors.Join(hostErr, gatewayErr)
 	}
 	// The final writes land before the silo leaves: each deactivated
@@ -594,28 +589,20 @@ func (s *Silo) stats() partStats {
 	for ep := range s.mu.endpoints {
 		eps = append(eps, ep)
 	}
-	links := make([]*rpc.Endpoint, 0, len(s.mu.links))
-	for _, l := range s.mu.links {
-		links = append(links, l.ep)
-	}
 	flusher := s.flusher // a failed Start replaces it
-	gateway, linkListener := s.mu.listener, s.mu.linkListener
+	gateway := s.mu.listener
 	// Read with the live connections: a connection counts either here
 	// or, read later below, among them, never in both.
 	var st partStats
-	st.ClosedGateway, st.ClosedLinks = s.mu.closedGateway, s.mu.closedLinks
+	st.ClosedGateway = s.mu.closedGateway
 	s.mu.Unlock()
 	st.Rejected = s.rejected.Stats()
 	st.Fence = s.fence.stats()
 	if gateway != nil {
 		st.GatewayListener = gateway.Stats()
 	}
-	if linkListener != nil {
-		st.LinkListener = linkListener.Stats()
-	}
-	for _, ep := range links {
-		st.Links.Add(ep.Stats())
-	}
+	links := s.links.Stats()
+	st.Links, st.ClosedLinks, st.LinkListener = links.Live, links.Closed, links.Listener
 	if s.dir != nil {
 		st.Directory = s.dir.Stats()
 	}

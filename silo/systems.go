@@ -17,7 +17,7 @@ import (
 
 // peerCaller implements silohost.PeerCaller.
 func (s *Silo) peerCaller(ctx context.Context, peer string) (proxy.Caller, error) {
-	ep, err := s.ensureLink(ctx, peer)
+	ep, err := s.links.Ensure(ctx, peer)
 	if err != nil {
 		return nil, err
 	}
