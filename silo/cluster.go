@@ -271,14 +271,12 @@ func (s *Silo) unjoin() {
 func (s *Silo) kill() {
 	s.mu.Lock()
 	s.mu.stopped = true
-	gateway := s.mu.listener
+	s.gateway.StopAccepting()
 	s.mu.Unlock()
 	if s.members != nil {
 		s.members.Kill()
 	}
-	if gateway != nil {
-		_ = gateway.Close()
-	}
+	s.gateway.Kill()
 	s.unjoin()
 	s.caller.Close()
 	if h := s.host.Load(); h != nil {

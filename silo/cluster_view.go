@@ -82,8 +82,8 @@ func (s *Silo) selfLocked() cluster.Member {
 	if m.Since.IsZero() {
 		m.Since = time.Unix(0, s.gen) // created, never started
 	}
-	if s.mu.listener != nil {
-		m.Gateway = s.mu.listener.Addr().String()
+	if addr := s.gateway.Addr(); addr != nil {
+		m.Gateway = addr.String()
 	}
 	return m
 }

@@ -425,11 +425,11 @@ const minFrameSize = 64
 // clientEndpoint is how the silo's end of a client connection is set up.
 // rejected counts and logs, for every connection of the silo, what it
 // refuses.
-func (o *Options) clientEndpoint(rejected *rpc.Rejections, shares *rpc.Shares) rpc.EndpointOptions {
+func (o *Options) clientEndpoint(rejected *rpc.Rejections) rpc.EndpointOptions {
 	return rpc.EndpointOptions{
 		SweepInterval: o.TimeoutResolution, MaxInFlight: o.Limits.MaxInFlight,
 		ActivationRate: o.Limits.ActivationRate, ActivationBurst: o.Limits.ActivationBurst,
-		MaxKeyLength: o.Limits.MaxKeyLength, Rejections: rejected, Shares: shares,
+		MaxKeyLength: o.Limits.MaxKeyLength, Rejections: rejected,
 	}
 }
 

@@ -1,17 +1,15 @@
 package silo
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
-	"maps"
-	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/internal/gateway"
 	"github.com/granary-go/granary/internal/optcheck"
-	"github.com/granary-go/granary/internal/rpc"
 	"github.com/granary-go/granary/internal/transport"
 	"github.com/granary-go/granary/proxy"
 )
@@ -58,27 +56,6 @@ func (s *Security) validateClientTokens(c *optcheck.Checks) {
 	}
 }
 
-// requiredRights are the rights that methods need of a client calling
-// through the gateway: written rarely (RequireRights), read on every
-// client request, so readers load an immutable map.
-type requiredRights struct {
-	mu sync.Mutex // serialises writers
-	m  atomic.Pointer[map[methodKey]actor.Rights]
-}
-
-type methodKey struct {
-	grainType string
-	method    uint32
-}
-
-// lookup returns the rights a method needs; none for a method not listed.
-func (r *requiredRights) lookup(grainType string, method uint32) actor.Rights {
-	if m := r.m.Load(); m != nil {
-		return (*m)[methodKey{grainType, method}]
-	}
-	return 0
-}
-
 // RequireRights makes method m need the rights r of a client that calls it
 // through this silo's gateway: a client whose token lacks one of them gets
 // proxy.ErrPermissionDenied, naming the right, before the request reaches
@@ -91,14 +68,7 @@ func (s *Silo) RequireRights(m *proxy.MethodDesc, r actor.Rights) error {
 	if m == nil || m.Service == "" {
 		return errors.New("silo: RequireRights needs a method")
 	}
-	s.required.mu.Lock()
-	defer s.required.mu.Unlock()
-	next := make(map[methodKey]actor.Rights)
-	if old := s.required.m.Load(); old != nil {
-		maps.Copy(next, *old)
-	}
-	next[methodKey{m.Service, m.ID}] |= r
-	s.required.m.Store(&next)
+	s.gateway.Require(m.Service, m.ID, r)
 	return nil
 }
 
@@ -120,40 +90,38 @@ func (s *Security) validateClientCertificates(c *optcheck.Checks) {
 	}
 }
 
-// clientIdentity is who the client at the other end of c proved to be:
-// the token it proved, else the certificate TLS verified, else nobody in
-// particular; with the rights its credential grants.
-func (s *Security) clientIdentity(peer transport.Identity) actor.Identity {
-	id := actor.Identity{Kind: actor.CallerClient}
-	switch {
-	case peer.Token != "":
-		id.Name, id.Credential = peer.Token, actor.CredentialToken
-		for _, t := range s.ClientTokens {
-			if t.Name == peer.Token {
-				id.Rights = t.Rights
-			}
-		}
-	case peer.Certificate != nil:
-		id.Name, id.Credential = transport.CertificateName(peer.Certificate), actor.CredentialCertificate
-		for _, cc := range s.ClientCertificates {
-			if cc.Name == id.Name && id.Name != "" {
-				id.Rights = cc.Rights
-			}
-		}
-	}
-	return id
+// newGateway makes the silo's listener for clients (internal/gateway).
+func (s *Silo) newGateway() *gateway.Gateway {
+	endpoint := s.opts.clientEndpoint(s.rejected)
+	endpoint.ReaderRoute = s.readerRoute
+	return gateway.New(gateway.Options{
+		Transport:         s.opts.gatewayTransport(s.gen),
+		Endpoint:          endpoint,
+		Shares:            s.opts.shares(),
+		TokenRights:       s.opts.Security.tokenRights(),
+		CertificateRights: s.opts.Security.certificateRights(),
+		Clock:             s.deps.clock,
+		ShareClock:        cmp.Or[clock.Clock](s.deps.shareClock, s.deps.clock),
+		Log:               s.log,
+	})
 }
 
-// clientEndpointFor is how the silo's end of the client connection c is
-// set up: its limits, and who the client is, with the rights of the
-// credential it proved.
-func (s *Silo) clientEndpointFor(c *transport.Conn) rpc.EndpointOptions {
-	opts := s.opts.clientEndpoint(s.rejected, s.shares)
-	id := s.opts.Security.clientIdentity(c.Peer())
-	opts.Rights, opts.Caller = id.Rights, host.NewCaller(id)
-	opts.ReaderRoute = s.readerRoute
-	if s.required.m.Load() != nil {
-		opts.Required = s.required.lookup
+// tokenRights are the rights of the client tokens, by name (Validate
+// checks that names are unique).
+func (s *Security) tokenRights() map[string]actor.Rights {
+	m := make(map[string]actor.Rights, len(s.ClientTokens))
+	for _, t := range s.ClientTokens {
+		m[t.Name] = t.Rights
 	}
-	return opts
+	return m
+}
+
+// certificateRights are the rights of the client certificates, by name
+// (Validate checks that names are unique and not empty).
+func (s *Security) certificateRights() map[string]actor.Rights {
+	m := make(map[string]actor.Rights, len(s.ClientCertificates))
+	for _, cc := range s.ClientCertificates {
+		m[cc.Name] = cc.Rights
+	}
+	return m
 }

@@ -1,7 +1,6 @@
 package silo
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/granary-go/granary/cluster"
 	"github.com/granary-go/granary/internal/directory"
 	"github.com/granary-go/granary/internal/dispatch"
+	"github.com/granary-go/granary/internal/gateway"
 	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/links"
 	"github.com/granary-go/granary/internal/metrics"
@@ -51,19 +51,16 @@ type Silo struct {
 	router  *rpc.Router
 	gen     int64 // this incarnation: the silo's start time, Unix nanoseconds
 
-	required requiredRights // what clients need to call some methods (RequireRights)
-
 	// rejected counts what every connection refused, and throttles the
 	// log lines about it for the whole silo.
 	rejected *rpc.Rejections
-	// shares divide the silo between its busy client connections.
-	shares *rpc.Shares
 
 	// host is set once, by Start; every local call reads it, so it is
 	// atomic rather than under mu.
 	host atomic.Pointer[host.Host]
 
-	links *links.Links // to other silos
+	gateway *gateway.Gateway // for clients
+	links   *links.Links     // to other silos
 
 	// The cluster's parts, set by Start when Options.Cluster.Enabled.
 	dir     *directory.Directory
@@ -79,23 +76,15 @@ type Silo struct {
 
 	mu struct {
 		sync.Mutex
-		kinds     []*host.Kind
-		types     []string
-		listener  *transport.Listener // the gateway
-		endpoints map[*rpc.Endpoint]struct{}
-		// The final counters of client connections that closed, so that
-		// totals never go back.
-		closedGateway rpc.EndpointStats
-		view          cluster.View // the latest membership view
-		interner      *wire.Interner
-		starting      bool
-		started       bool
-		stopped       bool
-		since         time.Time   // when starting, started or stopped last changed
-		attached      []io.Closer // instruments attached through the silo's hooks
-
-		gatewayClosed chan struct{} // closed once the gateway has closed
-		gatewayErr    error
+		kinds    []*host.Kind
+		types    []string
+		view     cluster.View // the latest membership view
+		interner *wire.Interner
+		starting bool
+		started  bool
+		stopped  bool
+		since    time.Time   // when starting, started or stopped last changed
+		attached []io.Closer // instruments attached through the silo's hooks
 
 		systems map[string]func(*host.Request) // added by silohost.ServeSystem
 	}
@@ -137,7 +126,6 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 	}
 	s.log = s.deps.log.With(slog.String("silo", opts.Name))
 	s.rejected = rpc.NewRejections(ratelog.New(s.log, s.deps.clock, transport.DefaultLogBurst, transport.DefaultLogInterval))
-	s.shares = rpc.NewShares(opts.shares(), cmp.Or[clock.Clock](s.deps.shareClock, s.deps.clock))
 	flusher, err := s.newFlusher()
 	if err != nil {
 		return nil, err
@@ -149,7 +137,7 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 		filters: s.deps.outgoing,
 	}
 	s.gen = s.deps.clock.Now().UnixNano()
-	s.mu.endpoints = make(map[*rpc.Endpoint]struct{})
+	s.gateway = s.newGateway()
 	s.links = s.newLinks()
 	s.router = &rpc.Router{Self: opts.Name, Locator: s.deps.locator, Links: s.links}
 	if err := s.registerMetrics(); err != nil {
@@ -317,57 +305,14 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 		}
 	}
 	if gateway != nil {
-		s.shares.Start()
-		l, err := s.serveGateway(h, interner, gateway)
-		if err != nil {
+		if err := s.gateway.Serve(gateway, s.inbound(h), interner); err != nil {
 			gateway = nil // Serve closed it
 			undo()
 			return fmt.Errorf("silo: gateway: %w", err)
 		}
-		s.mu.Lock()
-		s.mu.listener = l
-		s.mu.Unlock()
-		s.log.Info("gateway listening", slog.String("addr", l.Addr().String()))
+		s.log.Info("gateway listening", slog.String("addr", s.gateway.Addr().String()))
 	}
 	return nil
-}
-
-// serveGateway accepts clients on ln.
-func (s *Silo) serveGateway(h *host.Host, interner *wire.Interner, ln net.Listener) (*transport.Listener, error) {
-	// Clients only, whether or not the silo is in a cluster: a silo's
-	// connection bypasses the limits and reaches the system services, so it
-	// comes in on the link listener, which asks for a silo's credential.
-	return transport.Serve(ln, s.opts.gatewayTransport(s.gen), func(c *transport.Conn) transport.Handler {
-		if c.Peer().Role != transport.RoleClient {
-			return nil // the handshake admits clients only; this is a second lock
-		}
-		ep := rpc.NewEndpoint(s.clientEndpointFor(c), s.inbound(h), interner, s.deps.clock, s.log)
-		ep.Attach(c)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.mu.stopped {
-			return nil // a stopping silo takes no new connections
-		}
-		s.mu.endpoints[ep] = struct{}{}
-		return &gatewayConn{Endpoint: ep, silo: s}
-	}, transport.WithLogger(s.log))
-}
-
-// gatewayConn forgets its endpoint when the connection ends.
-type gatewayConn struct {
-	*rpc.Endpoint
-	silo *Silo
-}
-
-func (g *gatewayConn) HandleClose(c *transport.Conn, err error) {
-	g.Endpoint.HandleClose(c, err)
-	final := g.Endpoint.Stats()
-	g.silo.mu.Lock()
-	if _, ok := g.silo.mu.endpoints[g.Endpoint]; ok {
-		delete(g.silo.mu.endpoints, g.Endpoint)
-		g.silo.mu.closedGateway.Add(final)
-	}
-	g.silo.mu.Unlock()
 }
 
 // link connects this silo by hand to the silo named name, listening at
@@ -380,13 +325,7 @@ func (s *Silo) link(ctx context.Context, name, addr string) error {
 // flushConnections waits, within ctx, until what every connection has
 // queued is written.
 func (s *Silo) flushConnections(ctx context.Context) {
-	s.mu.Lock()
-	conns := make([]*transport.Conn, 0, len(s.mu.endpoints))
-	for ep := range s.mu.endpoints {
-		conns = append(conns, ep.Conn())
-	}
-	s.mu.Unlock()
-	conns = append(conns, s.links.Conns()...)
+	conns := append(s.gateway.Conns(), s.links.Conns()...)
 	for _, c := range conns {
 		_ = c.Flush(ctx) // a connection that ended or a ctx that ran out leaves nothing to wait for
 	}
@@ -412,21 +351,14 @@ func (s *Silo) Ready() error {
 		return fmt.Errorf("%w: starting", ErrNotStarted)
 	case !s.mu.started:
 		return ErrNotStarted
-	case !s.opts.DisableGateway && s.mu.listener == nil:
+	case !s.opts.DisableGateway && s.gateway.Addr() == nil:
 		return fmt.Errorf("%w: the gateway does not listen", ErrNotStarted) // Start sets it before it returns
 	}
 	return s.fence.fenced()
 }
 
 // GatewayAddr returns the address the gateway listens on, or nil.
-func (s *Silo) GatewayAddr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.listener == nil {
-		return nil
-	}
-	return s.mu.listener.Addr()
-}
+func (s *Silo) GatewayAddr() net.Addr { return s.gateway.Addr() }
 
 // Caller returns the silo's own caller: grains use it to call other grains,
 // and code in the silo's process uses it as a client that needs no
@@ -497,6 +429,7 @@ func (s *Silo) Stop(ctx context.Context) error {
 		s.mu.since = s.deps.clock.Now()
 	}
 	s.mu.stopped = true
+	s.gateway.StopAccepting()
 	host := s.host.Load()
 	s.mu.Unlock()
 
@@ -517,7 +450,6 @@ func (s *Silo) Stop(ctx context.Context) error {
 		s.flushConnections(ctx) // the last replies go out before the connections close
 	}
 	gatewayErr := s.closeGateway(ctx)
-	s.shares.Stop()
 	s.caller.Close()
 	if hostErr != nil {
 		// Activations still to deactivate flush through the flusher, so it
@@ -541,66 +473,26 @@ func (s *Silo) Stop(ctx context.Context) error {
 	return nil
 }
 
-// closeGateway closes the gateway's listener and its connections, waiting
-// within ctx. Closing a connection waits for a turn that its runner is
-// inside, and a grain that ignores cancellation can hold that turn, so the
-// close runs on a goroutine of its own that this and any later call wait
-// for.
+// closeGateway closes the gateway's listener and its connections,
+// waiting within ctx (gateway.Close), and stops its shares.
 func (s *Silo) closeGateway(ctx context.Context) error {
-	s.mu.Lock()
-	listener := s.mu.listener
-	if listener == nil {
-		s.mu.Unlock()
-		return nil
+	if err := s.gateway.Close(ctx); err != nil {
+		return fmt.Errorf("silo: gateway: %w", err)
 	}
-	if s.mu.gatewayClosed == nil {
-		done := make(chan struct{})
-		s.mu.gatewayClosed = done
-		go func() {
-			err := listener.Close()
-			s.mu.Lock()
-			s.mu.gatewayErr = err
-			s.mu.Unlock()
-			close(done)
-		}()
-	}
-	done := s.mu.gatewayClosed
-	s.mu.Unlock()
-	select {
-	case <-done:
-		s.mu.Lock()
-		err := s.mu.gatewayErr
-		s.mu.gatewayErr = nil // reported once
-		s.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("silo: gateway: %w", err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("silo: gateway: %w", ctx.Err())
-	}
+	return nil
 }
 
 // stats reads the counters of the silo's parts.
 func (s *Silo) stats() partStats {
 	host := s.host.Load()
 	s.mu.Lock()
-	eps := make([]*rpc.Endpoint, 0, len(s.mu.endpoints))
-	for ep := range s.mu.endpoints {
-		eps = append(eps, ep)
-	}
 	flusher := s.flusher // a failed Start replaces it
-	gateway := s.mu.listener
-	// Read with the live connections: a connection counts either here
-	// or, read later below, among them, never in both.
-	var st partStats
-	st.ClosedGateway = s.mu.closedGateway
 	s.mu.Unlock()
+	var st partStats
 	st.Rejected = s.rejected.Stats()
 	st.Fence = s.fence.stats()
-	if gateway != nil {
-		st.GatewayListener = gateway.Stats()
-	}
+	gateway := s.gateway.Stats()
+	st.Clients, st.Gateway, st.ClosedGateway, st.GatewayListener = gateway.Clients, gateway.Live, gateway.Closed, gateway.Listener
 	links := s.links.Stats()
 	st.Links, st.ClosedLinks, st.LinkListener = links.Live, links.Closed, links.Listener
 	if s.dir != nil {
@@ -609,10 +501,6 @@ func (s *Silo) stats() partStats {
 	if host != nil {
 		st.Host = host.Stats()
 		st.Calls = host.Calls()
-	}
-	st.Clients = len(eps)
-	for _, ep := range eps {
-		st.Gateway.Add(ep.Stats())
 	}
 	st.Flusher = flusher.Stats()
 	return st
