@@ -22,7 +22,7 @@ func (s *Silo) newLinks() *links.Links {
 		NewEndpoint: func(c *transport.Conn) (*rpc.Endpoint, error) {
 			return s.newLinkEndpoint(c)
 		},
-		Address: s.memberAddress,
+		Address: func(silo string) (string, bool) { return s.membership.Address(silo) },
 		Go:      s.goBackground,
 		Log:     s.log,
 	})

@@ -48,8 +48,8 @@ func (v ClusterView) Count(state cluster.Status) int {
 
 // ClusterView returns the cluster as this silo sees it. It does no I/O.
 func (s *Silo) ClusterView() ClusterView {
+	acted := s.membership.View()
 	s.mu.Lock()
-	acted := s.mu.view
 	self := s.selfLocked()
 	s.mu.Unlock()
 	out := ClusterView{Version: acted.Version, Self: s.opts.Name}
@@ -57,7 +57,7 @@ func (s *Silo) ClusterView() ClusterView {
 		out.Members = []MemberView{{Member: self, State: self.Status}}
 		return out
 	}
-	latest := s.members.View()
+	latest := s.membership.Members().View()
 	for _, m := range acted.Members {
 		mv := MemberView{Member: m, State: m.Status}
 		if fresh, ok := latest.Member(m.ID); ok && fresh.Generation == m.Generation {

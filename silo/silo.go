@@ -15,12 +15,12 @@ import (
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
-	"github.com/granary-go/granary/cluster"
 	"github.com/granary-go/granary/internal/directory"
 	"github.com/granary-go/granary/internal/dispatch"
 	"github.com/granary-go/granary/internal/gateway"
 	"github.com/granary-go/granary/internal/host"
 	"github.com/granary-go/granary/internal/links"
+	"github.com/granary-go/granary/internal/membership"
 	"github.com/granary-go/granary/internal/metrics"
 	"github.com/granary-go/granary/internal/ratelog"
 	"github.com/granary-go/granary/internal/rpc"
@@ -62,13 +62,14 @@ type Silo struct {
 	gateway *gateway.Gateway // for clients
 	links   *links.Links     // to other silos
 
-	// The cluster's parts, set by Start when Options.Cluster.Enabled.
-	dir     *directory.Directory
-	members *cluster.Membership
+	// membership wires the silo to its cluster: joining, the view, the
+	// minority fence, leaving.
+	membership *membership.Wiring
+	// dir is this silo's part of the grain directory, set by Start when
+	// Options.Cluster.Enabled.
+	dir *directory.Directory
 
 	metrics *metrics.Silo // the silo's instruments, when it has a meter provider
-
-	fence siloFence // the minority fence (fence.go)
 
 	background
 	hooks     // what granary's own packages reach and users do not (internal/silohooks)
@@ -78,7 +79,6 @@ type Silo struct {
 		sync.Mutex
 		kinds    []*host.Kind
 		types    []string
-		view     cluster.View // the latest membership view
 		interner *wire.Interner
 		starting bool
 		started  bool
@@ -139,6 +139,7 @@ func New(opts Options, optFns ...Option) (*Silo, error) {
 	s.gen = s.deps.clock.Now().UnixNano()
 	s.gateway = s.newGateway()
 	s.links = s.newLinks()
+	s.membership = s.newMembership()
 	s.router = &rpc.Router{Self: opts.Name, Locator: s.deps.locator, Links: s.links}
 	if err := s.registerMetrics(); err != nil {
 		return nil, err
@@ -354,7 +355,7 @@ func (s *Silo) Ready() error {
 	case !s.opts.DisableGateway && s.gateway.Addr() == nil:
 		return fmt.Errorf("%w: the gateway does not listen", ErrNotStarted) // Start sets it before it returns
 	}
-	return s.fence.fenced()
+	return s.membership.Fenced()
 }
 
 // GatewayAddr returns the address the gateway listens on, or nil.
@@ -387,7 +388,7 @@ func (s *Silo) deliver(req *host.Request) {
 		req.Reply.Reply(req, nil, actor.ErrStopping)
 		return
 	}
-	if err := s.fence.fenced(); err != nil {
+	if err := s.membership.Fenced(); err != nil {
 		s.refuse(req, err)
 		return
 	}
@@ -434,7 +435,7 @@ func (s *Silo) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 
 	if first {
-		s.announceLeaving(ctx)
+		s.membership.AnnounceLeaving(ctx)
 	}
 
 	// Host.Stop is a no-op once it has finished, so a later Stop redoes
@@ -490,7 +491,7 @@ func (s *Silo) stats() partStats {
 	s.mu.Unlock()
 	var st partStats
 	st.Rejected = s.rejected.Stats()
-	st.Fence = s.fence.stats()
+	st.Fence = FenceStats(s.membership.FenceStats())
 	gateway := s.gateway.Stats()
 	st.Clients, st.Gateway, st.ClosedGateway, st.GatewayListener = gateway.Clients, gateway.Live, gateway.Closed, gateway.Listener
 	links := s.links.Stats()

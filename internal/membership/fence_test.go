@@ -1,4 +1,4 @@
-package silo
+package membership
 
 import (
 	"slices"
@@ -6,9 +6,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"go.uber.org/goleak"
 
 	"github.com/granary-go/granary/cluster"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // A silo whose fence the core lifted serves only once the view it acts on
 // has a strict majority of the stable membership active again: its
