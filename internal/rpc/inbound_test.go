@@ -9,90 +9,161 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/internal/delivery"
 )
 
-// recordingInbound records how requests reach it. The first DeliverInline
-// blocks until release is closed, so that the test can queue more behind it.
+// recordingInbound records how requests reach it. The first turn of a
+// held key blocks until the test releases that key; every turn signals
+// done once per request it ran.
 type recordingInbound struct {
 	mu      sync.Mutex
 	batches [][]string // keys of each DeliverInline call
 	direct  []string   // keys delivered with Deliver
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-	done    chan struct{} // one signal per request delivered inline
+	held    map[string]chan struct{}
+	holding map[string]bool // held keys whose first turn was claimed
+	entered chan string     // the key of each held turn, as it starts
+	done    chan string     // one key per request run inline
 }
 
-func (r *recordingInbound) Deliver(req *host.Request) {
+func newRecordingInbound(held ...string) *recordingInbound {
+	in := &recordingInbound{held: make(map[string]chan struct{}), holding: make(map[string]bool), entered: make(chan string, 16), done: make(chan string, 64)}
+	for _, k := range held {
+		in.held[k] = make(chan struct{})
+	}
+	return in
+}
+
+// release lets the held turn of key end.
+func (r *recordingInbound) release(key string) {
+	r.mu.Lock()
+	ch := r.held[key]
+	delete(r.held, key)
+	r.mu.Unlock()
+	close(ch)
+}
+
+func (r *recordingInbound) Deliver(req *delivery.Request) {
 	r.mu.Lock()
 	r.direct = append(r.direct, req.Target.Key)
 	r.mu.Unlock()
 }
 
-func (r *recordingInbound) DeliverInline(reqs []*host.Request) func() {
+func (r *recordingInbound) DeliverInline(reqs []*delivery.Request) func() {
 	keys := make([]string, len(reqs))
 	for i, req := range reqs {
 		keys[i] = req.Target.Key
 	}
 	r.mu.Lock()
 	r.batches = append(r.batches, keys)
+	hold := r.held[keys[0]]
+	if r.holding[keys[0]] {
+		hold = nil // only the first turn of a held key is held
+	}
+	r.holding[keys[0]] = true
 	r.mu.Unlock()
 	return func() {
-		r.once.Do(func() {
-			close(r.entered)
-			<-r.release
-		})
-		for range keys {
-			r.done <- struct{}{}
+		if hold != nil {
+			r.entered <- keys[0]
+			<-hold
+		}
+		for _, k := range keys {
+			r.done <- k
 		}
 	}
 }
 
-// Consecutive requests for one grain reach it together; requests for other
-// grains in between split them, so each grain's requests keep their order.
-func TestRunnerDeliversConsecutiveRequestsForOneGrainTogether(t *testing.T) {
-	in := &recordingInbound{entered: make(chan struct{}), release: make(chan struct{}), done: make(chan struct{}, 16)}
+func (r *recordingInbound) batchesSoFar() [][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]string(nil), r.batches...)
+}
+
+func grainRequest(key string) *delivery.Request {
+	return &delivery.Request{Target: actor.GrainID{Type: "t", Key: key}}
+}
+
+// waitDone waits for the turn of key to signal that it ran.
+func waitTurn(t *testing.T, in *recordingInbound, key string) {
+	t.Helper()
+	select {
+	case got := <-in.done:
+		require.Equal(t, key, got)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the turn of %s did not run", key)
+	}
+}
+
+// A turn that does not end holds up only its own grain: a request for
+// another grain that arrives while it runs is run at once, by another
+// worker, while the first turn is still held. No timer is involved.
+func TestRunnerRunsAnotherGrainWhileATurnIsHeld(t *testing.T) {
+	in := newRecordingInbound("slow")
 	r := newInboundRunner(in)
-	r.checkEvery = time.Hour // the held first turn must not count as stalled
 	defer r.close()
-	req := func(key string) *host.Request {
-		return &host.Request{Target: actor.GrainID{Type: "t", Key: key}}
+	r.deliver(grainRequest("slow"))
+	require.Equal(t, "slow", <-in.entered)
+	for range 3 {
+		r.deliver(grainRequest("fast"))
+		waitTurn(t, in, "fast")
 	}
-	r.deliver(req("first"))
-	<-in.entered // the runner is inside the first turn: the rest queue up
-	for _, k := range []string{"a", "a", "a", "b", "a", "c", "c"} {
-		r.deliver(req(k))
+	in.release("slow")
+	waitTurn(t, in, "slow")
+}
+
+// Turns claimed together, by one delivery of what was queued, do not wait
+// for each other either: the worker that takes the first leaves a free
+// worker behind for the rest.
+func TestRunnerRunsTurnsClaimedTogetherSideBySide(t *testing.T) {
+	in := newRecordingInbound("slow")
+	r := newInboundRunner(in)
+	defer r.close()
+	r.mu.Lock() // both queued before any worker looks
+	r.mu.queue = append(r.mu.queue, grainRequest("slow"), grainRequest("fast"))
+	r.wakeLocked()
+	r.mu.Unlock()
+	require.Equal(t, "slow", <-in.entered)
+	waitTurn(t, in, "fast")
+	assert.Equal(t, [][]string{{"slow"}, {"fast"}}, in.batchesSoFar(), "delivered in one pass, in order")
+	in.release("slow")
+	waitTurn(t, in, "slow")
+}
+
+// Requests for a grain whose turn a worker runs wake nobody: they are
+// delivered together, in order, once a worker is free, and requests for
+// other grains between them split them, so each grain's requests keep
+// their order.
+func TestRunnerDeliversConsecutiveRequestsForOneGrainTogether(t *testing.T) {
+	in := newRecordingInbound("a")
+	r := newInboundRunner(in)
+	defer r.close()
+	r.deliver(grainRequest("a"))
+	require.Equal(t, "a", <-in.entered)
+	for range 3 {
+		r.deliver(grainRequest("a")) // the worker runs a's turn: nobody wakes
 	}
-	close(in.release)
-	for range 8 {
-		select {
-		case <-in.done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("a queued request was not delivered")
-		}
+	r.mu.Lock()
+	assert.Len(t, r.mu.queue, 3, "queued behind a's turn")
+	r.mu.Unlock()
+	r.deliver(grainRequest("b")) // wakes a worker, which delivers all four
+	for _, k := range []string{"a", "a", "a", "b"} {
+		waitTurn(t, in, k)
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	require.Empty(t, in.direct)
-	assert.Equal(t, [][]string{{"first"}, {"a", "a", "a"}, {"b"}, {"a"}, {"c", "c"}}, in.batches)
+	assert.Equal(t, [][]string{{"a"}, {"a", "a", "a"}, {"b"}}, in.batchesSoFar())
+	in.release("a")
+	waitTurn(t, in, "a")
 }
 
 // Closing the runner while a turn holds it and requests wait behind it
-// leaves nothing behind: close waits for the turn, the runner delivers
-// what was queued, in order, and only then exits; a request that arrives
-// after close began goes the ordinary way.
+// leaves nothing behind: close waits for the turn, a worker delivers what
+// was queued, in order, and only then exits; a request that arrives after
+// close began goes the ordinary way.
 func TestRunnerCloseDeliversWhatWasQueued(t *testing.T) {
-	in := &recordingInbound{entered: make(chan struct{}), release: make(chan struct{}), done: make(chan struct{}, 16)}
+	in := newRecordingInbound("first")
 	r := newInboundRunner(in)
-	r.checkEvery = time.Hour // the held turn must not count as stalled
-	req := func(key string) *host.Request {
-		return &host.Request{Target: actor.GrainID{Type: "t", Key: key}}
-	}
-	r.deliver(req("first"))
-	<-in.entered
-	r.deliver(req("a"))
-	r.deliver(req("b"))
+	r.deliver(grainRequest("first"))
+	require.Equal(t, "first", <-in.entered)
+	r.deliver(grainRequest("first"))
+	r.deliver(grainRequest("first"))
 	closed := make(chan struct{})
 	go func() {
 		r.close()
@@ -103,8 +174,8 @@ func TestRunnerCloseDeliversWhatWasQueued(t *testing.T) {
 		defer r.mu.Unlock()
 		return r.mu.stopping
 	}, 5*time.Second, time.Millisecond)
-	r.deliver(req("late"))
-	close(in.release)
+	r.deliver(grainRequest("late"))
+	in.release("first")
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):
@@ -112,7 +183,35 @@ func TestRunnerCloseDeliversWhatWasQueued(t *testing.T) {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	assert.Equal(t, [][]string{{"first"}, {"a"}, {"b"}}, in.batches)
+	assert.Equal(t, [][]string{{"first"}, {"first", "first"}}, in.batches)
 	assert.Equal(t, []string{"late"}, in.direct)
 	assert.Empty(t, r.mu.queue)
+}
+
+// Workers park when they run out of work, at most maxParkedWorkers of
+// them, and are woken again rather than started anew.
+func TestRunnerParksIdleWorkers(t *testing.T) {
+	held := []string{"h0", "h1", "h2", "h3"}
+	in := newRecordingInbound(held...)
+	r := newInboundRunner(in)
+	for _, k := range held {
+		r.deliver(grainRequest(k))
+		require.Equal(t, k, <-in.entered)
+	}
+	for _, k := range held {
+		in.release(k)
+		waitTurn(t, in, k)
+	}
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.mu.parked == maxParkedWorkers && r.mu.free == 0
+	}, 5*time.Second, time.Millisecond)
+	r.deliver(grainRequest("next"))
+	waitTurn(t, in, "next")
+	r.close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	assert.Zero(t, r.mu.parked)
+	assert.Zero(t, r.mu.free)
 }
