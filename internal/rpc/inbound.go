@@ -18,9 +18,16 @@ type InlineInbound interface {
 	DeliverInline(reqs []*delivery.Request) (run func())
 }
 
-// maxParkedWorkers is how many idle workers a connection's runner keeps
-// parked; one more exits.
-const maxParkedWorkers = 2
+const (
+	// maxParkedWorkers is how many idle workers a connection's runner
+	// keeps parked; one more exits.
+	maxParkedWorkers = 2
+	// maxTurnWorkers bounds the workers of a connection's runner. Past
+	// it, requests go the ordinary way, to their activations' own
+	// workers (the host's), so that a connection never owns more than
+	// this many goroutines however many of its grains' turns are long.
+	maxTurnWorkers = 16
+)
 
 // inboundRunner runs the turns of requests that arrive on one connection.
 //
@@ -41,12 +48,21 @@ const maxParkedWorkers = 2
 // requests still delivered in the order they came, and a request waits
 // only for its own grain's turns. Requests for a grain whose turn a worker
 // runs wake nobody: that worker delivers them when its turn ends.
+//
+// Invariants, under mu: workers = free + parked + len(busy) <=
+// maxWorkers; len(busy) + the claims not yet taken <= maxWorkers, so that
+// every claim has a worker to come; claims wait only while a worker is
+// free; and the queue holds a request for a grain no worker runs only
+// while a worker is free. Every delivery to an activation, inline or the
+// ordinary way, is made under mu, which keeps each grain's requests in
+// the order the reader read them.
 type inboundRunner struct {
-	inbound InlineInbound
+	inbound    InlineInbound
+	maxWorkers int // maxTurnWorkers; tests may lower it
 	// wake carries one token to each parked worker that is woken; it
 	// holds up to maxParkedWorkers, so a send never blocks.
-	wake    chan struct{}
-	workers sync.WaitGroup
+	wake chan struct{}
+	done sync.WaitGroup // the workers
 
 	mu struct {
 		sync.Mutex
@@ -55,6 +71,7 @@ type inboundRunner struct {
 		next     int     // first of claimed not yet taken
 		free     int     // workers awake and not in a turn: each looks at the queue before it parks
 		parked   int
+		workers  int
 		busy     []actor.GrainID // the grains whose turns workers run now
 		stopping bool
 	}
@@ -68,22 +85,28 @@ type claim struct {
 }
 
 func newInboundRunner(in InlineInbound) *inboundRunner {
-	return &inboundRunner{inbound: in, wake: make(chan struct{}, maxParkedWorkers)}
+	return &inboundRunner{inbound: in, maxWorkers: maxTurnWorkers, wake: make(chan struct{}, maxParkedWorkers)}
 }
 
 // deliver is called on the reader goroutine. It never runs grain code.
 func (r *inboundRunner) deliver(req *delivery.Request) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.mu.stopping {
-		r.mu.Unlock()
 		r.inbound.Deliver(req)
 		return
 	}
 	r.mu.queue = append(r.mu.queue, req)
-	if r.mu.free == 0 && !r.busyWith(req.Target) {
-		r.wakeLocked()
+	if r.mu.free > 0 || r.busyWith(req.Target) {
+		return // a worker will look at the queue
 	}
-	r.mu.Unlock()
+	if r.mu.parked > 0 || r.mu.workers < r.maxWorkers {
+		r.wakeLocked()
+		return
+	}
+	// Every worker is in a turn, each of another grain than req's: the
+	// queue goes the ordinary way, in order, rather than wait for one.
+	r.deliverQueued()
 }
 
 // busyWith reports whether a worker runs a turn of grain. r.mu must be
@@ -98,7 +121,8 @@ func (r *inboundRunner) busyWith(grain actor.GrainID) bool {
 }
 
 // wakeLocked makes one more worker free: a parked one, or a new one.
-// r.mu must be held.
+// r.mu must be held, and a worker must be parked or fewer than
+// r.maxWorkers exist.
 func (r *inboundRunner) wakeLocked() {
 	r.mu.free++
 	if r.mu.parked > 0 {
@@ -106,18 +130,17 @@ func (r *inboundRunner) wakeLocked() {
 		r.wake <- struct{}{}
 		return
 	}
-	r.workers.Add(1)
+	r.mu.workers++
+	r.done.Add(1)
 	go r.work()
 }
 
 // work is a worker: counted free, it delivers what is queued, runs the
 // claimed turns one at a time, and parks (or exits) when nothing is left.
-// Delivering happens under the lock, so that requests reach their
-// activations in the order they came whichever worker delivers them;
-// consecutive requests for the same grain are delivered together, as one
+// Consecutive requests for the same grain are delivered together, as one
 // mailbox message.
 func (r *inboundRunner) work() {
-	defer r.workers.Done()
+	defer r.done.Done()
 	r.mu.Lock()
 	for {
 		r.deliverQueuedInline()
@@ -131,7 +154,9 @@ func (r *inboundRunner) work() {
 			r.mu.free--
 			r.mu.busy = append(r.mu.busy, c.grain)
 			if r.mu.free == 0 && r.mu.next < len(r.mu.claimed) {
-				r.wakeLocked() // the turns behind this one must not wait for it
+				// The turns behind this one must not wait for it. A
+				// worker is parked, or len(busy) < the claims' bound.
+				r.wakeLocked()
 			}
 			r.mu.Unlock()
 
@@ -144,6 +169,7 @@ func (r *inboundRunner) work() {
 		}
 		r.mu.free--
 		if r.mu.stopping || r.mu.parked >= maxParkedWorkers {
+			r.mu.workers--
 			r.mu.Unlock()
 			return
 		}
@@ -171,7 +197,9 @@ func (r *inboundRunner) doneWith(grain actor.GrainID) {
 }
 
 // deliverQueuedInline delivers every queued request, collecting the turns
-// of idle activations that the deliveries claimed. r.mu must be held.
+// of idle activations that the deliveries claimed; once the claims would
+// outnumber the workers allowed, the rest go the ordinary way. r.mu must
+// be held.
 func (r *inboundRunner) deliverQueuedInline() {
 	q := r.mu.queue
 	for i := 0; i < len(q); {
@@ -179,14 +207,30 @@ func (r *inboundRunner) deliverQueuedInline() {
 		for j < len(q) && q[j].Target == q[i].Target {
 			j++
 		}
-		grain := q[i].Target
-		if run := r.inbound.DeliverInline(q[i:j]); run != nil {
-			r.mu.claimed = append(r.mu.claimed, claim{run: run, grain: grain})
+		if len(r.mu.busy)+len(r.mu.claimed)-r.mu.next < r.maxWorkers {
+			grain := q[i].Target
+			if run := r.inbound.DeliverInline(q[i:j]); run != nil {
+				r.mu.claimed = append(r.mu.claimed, claim{run: run, grain: grain})
+			}
+		} else {
+			for _, req := range q[i:j] {
+				r.inbound.Deliver(req)
+			}
 		}
 		clear(q[i:j])
 		i = j
 	}
 	r.mu.queue = q[:0]
+}
+
+// deliverQueued hands every queued request to its activation the ordinary
+// way, in order. r.mu must be held.
+func (r *inboundRunner) deliverQueued() {
+	for i, req := range r.mu.queue {
+		r.inbound.Deliver(req)
+		r.mu.queue[i] = nil
+	}
+	r.mu.queue = r.mu.queue[:0]
 }
 
 // close stops the runner after its workers have delivered what is queued
@@ -206,5 +250,5 @@ func (r *inboundRunner) close() {
 		r.wake <- struct{}{}
 	}
 	r.mu.Unlock()
-	r.workers.Wait()
+	r.done.Wait()
 }

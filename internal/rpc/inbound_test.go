@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/internal/delivery"
@@ -82,7 +83,8 @@ func grainRequest(key string) *delivery.Request {
 	return &delivery.Request{Target: actor.GrainID{Type: "t", Key: key}}
 }
 
-// waitDone waits for the turn of key to signal that it ran.
+// waitTurn waits for the next turn to signal that it ran, and checks it
+// was key's.
 func waitTurn(t *testing.T, in *recordingInbound, key string) {
 	t.Helper()
 	select {
@@ -214,4 +216,133 @@ func TestRunnerParksIdleWorkers(t *testing.T) {
 	defer r.mu.Unlock()
 	assert.Zero(t, r.mu.parked)
 	assert.Zero(t, r.mu.free)
+}
+
+// Past its bound of workers, a runner whose workers are all in turns of
+// other grains delivers the ordinary way instead of starting another: a
+// connection owns at most maxWorkers goroutines, and the request is not
+// held up either.
+func TestRunnerBoundsItsWorkers(t *testing.T) {
+	held := []string{"h0", "h1", "h2"}
+	in := newRecordingInbound(held...)
+	r := newInboundRunner(in)
+	r.maxWorkers = len(held)
+	for _, k := range held {
+		r.deliver(grainRequest(k))
+		require.Equal(t, k, <-in.entered)
+	}
+	r.deliver(grainRequest("other")) // every worker is in a turn
+	r.deliver(grainRequest("h0"))    // h0's worker delivers it after its turn
+	r.mu.Lock()
+	assert.Equal(t, len(held), r.mu.workers)
+	assert.Len(t, r.mu.queue, 1, "h0's request waits for h0's turn")
+	r.mu.Unlock()
+	in.mu.Lock()
+	assert.Equal(t, []string{"other"}, in.direct, "delivered the ordinary way")
+	in.mu.Unlock()
+
+	for _, k := range held {
+		in.release(k)
+	}
+	got := map[string]int{}
+	for range len(held) + 1 {
+		select {
+		case k := <-in.done:
+			got[k]++
+		case <-time.After(10 * time.Second):
+			t.Fatal("a turn did not run")
+		}
+	}
+	assert.Equal(t, map[string]int{"h0": 2, "h1": 1, "h2": 1}, got)
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.mu.workers == maxParkedWorkers && r.mu.parked == maxParkedWorkers
+	}, 5*time.Second, time.Millisecond, "the worker over the parked ones exits")
+	r.close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	assert.Zero(t, r.mu.workers)
+}
+
+// One pass of delivery claims no more turns than the workers allowed: the
+// requests past the bound go the ordinary way, in order, and the claimed
+// turns run side by side.
+func TestRunnerClaimsNoMoreTurnsThanItsWorkers(t *testing.T) {
+	in := newRecordingInbound("k0", "k1", "k2")
+	r := newInboundRunner(in)
+	r.maxWorkers = 3
+	defer r.close()
+	r.mu.Lock() // all queued before any worker looks
+	for _, k := range []string{"k0", "k1", "k2", "k3", "k4"} {
+		r.mu.queue = append(r.mu.queue, grainRequest(k))
+	}
+	r.wakeLocked()
+	r.mu.Unlock()
+	entered := map[string]bool{}
+	for range 3 {
+		entered[<-in.entered] = true
+	}
+	assert.Equal(t, map[string]bool{"k0": true, "k1": true, "k2": true}, entered, "the three claimed turns run at once")
+	r.mu.Lock()
+	assert.Equal(t, 3, r.mu.workers)
+	r.mu.Unlock()
+	in.mu.Lock()
+	assert.Equal(t, [][]string{{"k0"}, {"k1"}, {"k2"}}, in.batches)
+	assert.Equal(t, []string{"k3", "k4"}, in.direct)
+	in.mu.Unlock()
+	for _, k := range []string{"k0", "k1", "k2"} {
+		in.release(k)
+	}
+	for range 3 {
+		<-in.done
+	}
+}
+
+// Closing the runner while turns of several grains hold their workers and
+// requests wait behind them: close returns only once every turn has ended
+// and every request queued before it has run, with no worker left; what
+// arrives after close began goes the ordinary way.
+func TestRunnerCloseRunsQueuedWorkAndLeavesNoWorker(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	in := newRecordingInbound("a", "b")
+	r := newInboundRunner(in)
+	r.deliver(grainRequest("a"))
+	r.deliver(grainRequest("b"))
+	for range 2 {
+		<-in.entered
+	}
+	r.deliver(grainRequest("a"))
+	r.deliver(grainRequest("a"))
+	closed := make(chan struct{})
+	go func() {
+		r.close()
+		close(closed)
+	}()
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.mu.stopping
+	}, 5*time.Second, time.Millisecond)
+	r.deliver(grainRequest("late"))
+	in.release("a")
+	for range 3 {
+		waitTurn(t, in, "a")
+	}
+	select {
+	case <-closed:
+		t.Fatal("close returned while b's turn was held")
+	default:
+	}
+	in.release("b")
+	waitTurn(t, in, "b")
+	<-closed
+	in.mu.Lock()
+	assert.Equal(t, [][]string{{"a"}, {"b"}, {"a", "a"}}, in.batches)
+	assert.Equal(t, []string{"late"}, in.direct)
+	in.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	assert.Zero(t, r.mu.workers)
+	assert.Empty(t, r.mu.queue)
 }
