@@ -39,7 +39,7 @@ func listenAdmin(cfg *config, s *silo.Silo, dash *dashboard.Dashboard, refusals 
 	if !auth.hasAdmin() {
 		log.Warn("the admin port's rate-limit API refuses every change: no client token (-client-tokens-file) or certificate (-client-certs-file) has the admin right")
 	}
-	apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, false, refusals.on("admin")...)
+	apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, cfg.flags, false, refusals.on("admin")...)
 	if err != nil {
 		return nil, err
 	}

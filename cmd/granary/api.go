@@ -11,6 +11,7 @@ import (
 // serviceAPI returns the rate-limit service API (gRPC, gRPC-Web and
 // HTTP/JSON from one connect-go handler) over the silo's own caller with
 // the named configurations, and the path the HTTP port mounts it at.
-func serviceAPI(caller proxy.Caller, configs *ratelimit.Configs, disableChanges bool, opts ...ratelimitapi.Option) (string, http.Handler, error) {
-	return ratelimitapi.NewHandler(caller, configs, ratelimitapi.Options{DisableChanges: disableChanges}, opts...)
+// Changes are refused when disableChanges is set.
+func serviceAPI(caller proxy.Caller, configs *ratelimit.Configs, f *siloFlags, disableChanges bool, opts ...ratelimitapi.Option) (string, http.Handler, error) {
+	return ratelimitapi.NewHandler(caller, configs, ratelimitapi.Options{DisableChanges: disableChanges, MaxKeyBytes: f.apiMaxKeyBytes}, opts...)
 }

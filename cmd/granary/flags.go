@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/grains/ratelimit/ratelimitapi"
 	"github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 	"github.com/granary-go/granary/internal/fence"
 	"github.com/granary-go/granary/internal/host"
@@ -142,6 +143,7 @@ type siloFlags struct {
 	expectSilos          int
 
 	apiDisableChanges bool
+	apiMaxKeyBytes    int
 	credentials       credentialFlags
 	envoy             envoyFlags
 }
@@ -182,6 +184,7 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&f.http, "http", "GRANARY_HTTP", httpDefault, "where the HTTP port listens: the rate-limit API, /healthz, /readyz, /cluster, /metrics (host:port; none: no HTTP port)")
 	s.stringVar(&f.admin, "admin", "GRANARY_ADMIN", adminDefault, "where the operator's admin port listens: /debug/pprof/ and the rate-limit API with changes allowed (host:port, loopback or a private network; none: off)")
 	s.boolVar(&f.apiDisableChanges, "api-disable-changes", "GRANARY_API_DISABLE_CHANGES", true, "the public port's rate-limit API refuses Configure, Reset, DeleteState, TryReplenish and Acquire with explicit options (changes need the admin right: the admin port); false opens them to every caller")
+	s.intVar(&f.apiMaxKeyBytes, "api-max-key-bytes", "GRANARY_API_MAX_KEY_BYTES", ratelimitapi.DefaultMaxKeyBytes, "the longest limiter key the rate-limit API (HTTP and admin ports) takes, in bytes; a longer one is answered 400 invalid_argument before any grain sees it")
 	defineCredentialFlags(s, &f.credentials)
 	defineEnvoyFlags(s, &f.envoy)
 	s.durationVar(&f.shutdownDelay, "shutdown-delay", "GRANARY_SHUTDOWN_DELAY", 0, "how long /readyz answers 503 after a stop signal before the HTTP port closes, for load balancers to notice")

@@ -111,7 +111,7 @@ func TestServiceAPIServesTheSilosLimiters(t *testing.T) {
 	configs, err := ratelimit.NewConfigs(ratelimit.Named("login", ratelimit.FixedWindowOptions{PermitLimit: 1, Window: time.Minute}))
 	require.NoError(t, err)
 
-	path, api, err := serviceAPI(s.Caller(), configs, true)
+	path, api, err := serviceAPI(s.Caller(), configs, parseSiloFlags(t), true)
 	require.NoError(t, err)
 	mux := newMux(path, api, &readiness{silo: s}, http.NotFoundHandler())
 	acquire := `{"algorithm":"ALGORITHM_FIXED_WINDOW","key":"user:1","config":"login"}`
@@ -128,6 +128,28 @@ func TestServiceAPIServesTheSilosLimiters(t *testing.T) {
 	code, _, body = post(t, mux, path+"Reset", `{"algorithm":"ALGORITHM_FIXED_WINDOW","key":"user:1"}`)
 	assert.Equal(t, http.StatusForbidden, code, body)
 	assert.Contains(t, body, "permission_denied")
+}
+
+// -api-max-key-bytes bounds the limiter keys of the HTTP port's API: a
+// longer key is answered 400 invalid_argument, saying why, and a key at the
+// bound is served.
+func TestAPIMaxKeyBytesBoundsTheAPIsKeys(t *testing.T) {
+	s, err := silo.New(silo.Options{Name: "api", DisableGateway: true}, silo.WithLogger(quietLog))
+	require.NoError(t, err)
+	require.NoError(t, ratelimit.Register(s, ratelimit.Defaults{}))
+	require.NoError(t, s.Start(context.Background()))
+	defer func() { require.NoError(t, s.Stop(context.Background())) }()
+	f := parseSiloFlags(t, "-api-max-key-bytes", "8")
+	path, api, err := serviceAPI(s.Caller(), nil, f, true)
+	require.NoError(t, err)
+	mux := newMux(path, api, &readiness{silo: s}, http.NotFoundHandler())
+	code, _, body := post(t, mux, path+"Statistics", `{"algorithm":"ALGORITHM_CONCURRENCY","key":"123456789"}`)
+	assert.Equal(t, http.StatusBadRequest, code, body)
+	assert.Contains(t, body, "invalid_argument")
+	assert.Contains(t, body, "a key of 9 bytes, more than 8")
+	code, _, body = post(t, mux, path+"Statistics", `{"algorithm":"ALGORITHM_CONCURRENCY","key":"12345678"}`)
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, 512, parseSiloFlags(t).apiMaxKeyBytes, "the default is the API's")
 }
 
 // The HTTP port does not hold a slow or idle client for ever: headers,

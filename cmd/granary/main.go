@@ -129,7 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) error {
 	if prom != nil {
 		// Listening before the silo starts: /healthz answers and /readyz
 		// says "starting" while the silo joins its cluster.
-		apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, cfg.flags.apiDisableChanges, refusals.on("http")...)
+		apiPath, api, err := serviceAPI(s.Caller(), cfg.limits.configs, cfg.flags, cfg.flags.apiDisableChanges, refusals.on("http")...)
 		if err != nil {
 			return err
 		}

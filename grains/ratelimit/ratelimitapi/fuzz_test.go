@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/grains/ratelimit"
+	"github.com/granary-go/granary/grains/ratelimit/ratelimitapi"
 	"github.com/granary-go/granary/grains/ratelimit/ratelimitapi/ratelimitv1/ratelimitv1connect"
 )
 
@@ -28,8 +29,11 @@ func FuzzServiceJSON(f *testing.F) {
 			`{"key":"k","options":{"fixedWindow":{"permitLimit":"9223372036854775807","window":"315576000000s"}}}`,
 			`{"algorithm":"ALGORITHM_CONCURRENCY","key":"k","permits":-9223372036854775808}`,
 		},
-		"Release":          {`{"algorithm":"ALGORITHM_CONCURRENCY","key":"k","leaseId":"18446744073709551615"}`},
-		"Statistics":       {`{"algorithm":"ALGORITHM_SLIDING_WINDOW","key":"\u0000:%"}`},
+		"Release": {`{"algorithm":"ALGORITHM_CONCURRENCY","key":"k","leaseId":"18446744073709551615"}`},
+		"Statistics": {`{"algorithm":"ALGORITHM_SLIDING_WINDOW","key":"\u0000:%"}`,
+			// one byte over the default key limit, and far over it
+			`{"algorithm":"ALGORITHM_CONCURRENCY","key":"` + strings.Repeat("k", ratelimitapi.DefaultMaxKeyBytes+1) + `"}`,
+			`{"algorithm":"ALGORITHM_CONCURRENCY","key":"` + strings.Repeat("\u00e9", 16<<10) + `"}`},
 		"Configure":        {`{"key":"k","options":{"concurrency":{"permitLimit":1,"queueLimit":5,"queueOrder":"QUEUE_ORDER_NEWEST_FIRST"}}}`, `{"key":"k","config":"login"}`},
 		"GetConfiguration": {`{"algorithm":"ALGORITHM_TOKEN_BUCKET","key":"k"}`},
 		"Reset":            {`{"algorithm":"ALGORITHM_CONCURRENCY","key":"k"}`},

@@ -53,8 +53,11 @@ const (
 
 // Options configure the service.
 type Options struct {
-	// MaxKeyBytes is the longest limiter key a request may name, in bytes.
-	// Default DefaultMaxKeyBytes.
+	// MaxKeyBytes is the longest limiter key a request may name, in bytes:
+	// a longer one is answered InvalidArgument (HTTP 400) before any grain
+	// is called. A caller through a gateway has the gateway's bound too
+	// (silo.Limits.MaxKeyLength), whose refusal is InvalidArgument as
+	// well. Default DefaultMaxKeyBytes.
 	MaxKeyBytes int
 	// MaxRequestBytes is the largest request message the service reads,
 	// before decompression is counted. Default DefaultMaxRequestBytes.
@@ -391,7 +394,10 @@ func codeOf(err error) error {
 	switch {
 	case errors.Is(err, errInvalid), errors.Is(err, limiter.ErrInvalidOptions),
 		errors.Is(err, ratelimit.ErrNegativeCount), errors.Is(err, ratelimit.ErrCountExceedsLimit),
-		errors.Is(err, ratelimit.ErrAmbiguousConfig):
+		errors.Is(err, ratelimit.ErrAmbiguousConfig),
+		// The silo's own refusal of what the service let through, such
+		// as a gateway that takes shorter grain keys than MaxKeyBytes.
+		errors.Is(err, proxy.ErrBadRequest):
 		code = connect.CodeInvalidArgument
 	case errors.Is(err, ratelimit.ErrConfigNotFound):
 		code = connect.CodeNotFound
