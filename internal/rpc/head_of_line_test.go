@@ -156,8 +156,8 @@ func TestACPUBoundTurnDoesNotHoldUpAnotherGrainsTurnOnTheConnection(t *testing.T
 
 // BenchmarkFastGrainBesideCPUBoundGrain measures the latency of calls to
 // a grain that answers at once, made one after another over a connection
-// that also carries a grain whose every turn computes (about a few
-// milliseconds, never yielding): alone, and beside that grain, whose
+// that also carries a grain whose every turn computes for some
+// milliseconds without yielding: alone, and beside that grain, whose
 // caller keeps one call in flight. It reports the fast calls' median and
 // 99th percentile; beside a CPU-bound grain they should stay what they
 // are alone, give or take the machine's noise.
