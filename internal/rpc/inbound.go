@@ -93,7 +93,10 @@ func (r *inboundRunner) deliver(req *delivery.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.stopping {
-		r.inbound.Deliver(req)
+		// What is still queued (behind running turns) goes first, so
+		// that req cannot overtake a request for its grain.
+		r.mu.queue = append(r.mu.queue, req)
+		r.deliverQueued()
 		return
 	}
 	r.mu.queue = append(r.mu.queue, req)
@@ -235,7 +238,9 @@ func (r *inboundRunner) deliverQueued() {
 
 // close stops the runner after its workers have delivered what is queued
 // and run the turns they claimed; requests that arrive later are
-// delivered the ordinary way. It waits for every worker to exit, and so
+// delivered the ordinary way, after what is still queued then. (The
+// endpoint closes its runner on the reader goroutine once reading has
+// stopped, so none arrive; the order holds if one does.) It waits for every worker to exit, and so
 // for the turns they run.
 func (r *inboundRunner) close() {
 	r.mu.Lock()

@@ -155,41 +155,6 @@ func TestRunnerDeliversConsecutiveRequestsForOneGrainTogether(t *testing.T) {
 	waitTurn(t, in, "a")
 }
 
-// Closing the runner while a turn holds it and requests wait behind it
-// leaves nothing behind: close waits for the turn, a worker delivers what
-// was queued, in order, and only then exits; a request that arrives after
-// close began goes the ordinary way.
-func TestRunnerCloseDeliversWhatWasQueued(t *testing.T) {
-	in := newRecordingInbound("first")
-	r := newInboundRunner(in)
-	r.deliver(grainRequest("first"))
-	require.Equal(t, "first", <-in.entered)
-	r.deliver(grainRequest("first"))
-	r.deliver(grainRequest("first"))
-	closed := make(chan struct{})
-	go func() {
-		r.close()
-		close(closed)
-	}()
-	require.Eventually(t, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.mu.stopping
-	}, 5*time.Second, time.Millisecond)
-	r.deliver(grainRequest("late"))
-	in.release("first")
-	select {
-	case <-closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("close did not return")
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	assert.Equal(t, [][]string{{"first"}, {"first", "first"}}, in.batches)
-	assert.Equal(t, []string{"late"}, in.direct)
-	assert.Empty(t, r.mu.queue)
-}
-
 // Workers park when they run out of work, at most maxParkedWorkers of
 // them, and are woken again rather than started anew.
 func TestRunnerParksIdleWorkers(t *testing.T) {
@@ -302,7 +267,7 @@ func TestRunnerClaimsNoMoreTurnsThanItsWorkers(t *testing.T) {
 // Closing the runner while turns of several grains hold their workers and
 // requests wait behind them: close returns only once every turn has ended
 // and every request queued before it has run, with no worker left; what
-// arrives after close began goes the ordinary way.
+// arrives after close goes the ordinary way.
 func TestRunnerCloseRunsQueuedWorkAndLeavesNoWorker(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	in := newRecordingInbound("a", "b")
@@ -324,7 +289,6 @@ func TestRunnerCloseRunsQueuedWorkAndLeavesNoWorker(t *testing.T) {
 		defer r.mu.Unlock()
 		return r.mu.stopping
 	}, 5*time.Second, time.Millisecond)
-	r.deliver(grainRequest("late"))
 	in.release("a")
 	for range 3 {
 		waitTurn(t, in, "a")
@@ -337,6 +301,7 @@ func TestRunnerCloseRunsQueuedWorkAndLeavesNoWorker(t *testing.T) {
 	in.release("b")
 	waitTurn(t, in, "b")
 	<-closed
+	r.deliver(grainRequest("late"))
 	in.mu.Lock()
 	assert.Equal(t, [][]string{{"a"}, {"b"}, {"a", "a"}}, in.batches)
 	assert.Equal(t, []string{"late"}, in.direct)
@@ -345,4 +310,33 @@ func TestRunnerCloseRunsQueuedWorkAndLeavesNoWorker(t *testing.T) {
 	defer r.mu.Unlock()
 	assert.Zero(t, r.mu.workers)
 	assert.Empty(t, r.mu.queue)
+}
+
+// A request delivered once close has begun, while requests wait behind a
+// running turn, goes the ordinary way after them: it cannot overtake a
+// request for its grain.
+func TestRunnerDeliversWhatArrivesDuringCloseAfterWhatWasQueued(t *testing.T) {
+	in := newRecordingInbound("a")
+	r := newInboundRunner(in)
+	r.deliver(grainRequest("a"))
+	<-in.entered
+	r.deliver(grainRequest("a")) // both wait for a's turn
+	r.deliver(grainRequest("a"))
+	closed := make(chan struct{})
+	go func() {
+		r.close()
+		close(closed)
+	}()
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.mu.stopping
+	}, 5*time.Second, time.Millisecond)
+	r.deliver(grainRequest("a"))
+	in.mu.Lock()
+	assert.Equal(t, []string{"a", "a", "a"}, in.direct, "the queued requests, then the late one")
+	in.mu.Unlock()
+	in.release("a")
+	waitTurn(t, in, "a")
+	<-closed
 }
