@@ -49,7 +49,6 @@ func (c turnContext) Value(key any) any {
 func (c turnContext) TimeLeft() (time.Duration, bool)   { return c.left, true }
 func (c turnContext) CallBudget() (time.Duration, bool) { return time.Minute, true }
 func (c turnContext) BudgetDeadline() (time.Time, bool) { return time.Now().Add(c.left), true }
-func (c turnContext) WillWait()                         {}
 
 // A call a grain makes with its method's context inherits what is left of
 // the method's budget: its budget is min(80% of its own timeout, that),

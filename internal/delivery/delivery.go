@@ -68,10 +68,6 @@ type Request struct {
 	// Activating is set by the Replier whose ActivationLimiter admitted
 	// the new activation this request creates, for its own bookkeeping.
 	Activating bool
-	// Waiting, when set, is called when the request's method is about to
-	// wait for a call of its own: the deliverer that runs turns on a
-	// goroutine shared with other grains hands its other work on.
-	Waiting func()
 	// Caller is who made the call, as its connection's handshake proved
 	// (actor.IdentityOf); nil when unknown.
 	Caller *Caller

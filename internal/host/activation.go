@@ -416,7 +416,7 @@ func (a *activation) runTurn(req *Request) {
 		// One small object, no timer: the budget is data. It is not part
 		// of the request, which is recycled, because the grain may keep
 		// its ctx.
-		cc := &callContext{Context: context.Background(), budget: req.Budget, act: a, waiting: req.Waiting, caller: req.Caller}
+		cc := &callContext{Context: context.Background(), budget: req.Budget, act: a, caller: req.Caller}
 		if req.Ctx != nil {
 			cc.Context = req.Ctx
 		}

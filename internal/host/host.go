@@ -90,7 +90,7 @@ func (o *HostOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("host: DeactivationTimeout %v is negative", o.DeactivationTimeout))
 	}
 	if o.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("actor: MaxWait %v is negative", o.MaxWait))
+		errs = append(errs, fmt.Errorf("host: MaxWait %v is negative", o.MaxWait))
 	}
 	if o.MaxActivations < 0 {
 		errs = append(errs, fmt.Errorf("host: MaxActivations %d is negative", o.MaxActivations))

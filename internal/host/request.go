@@ -65,7 +65,6 @@ type callContext struct {
 	context.Context
 	budget   time.Duration
 	act      *activation
-	waiting  func()                    // the request's Waiting hook
 	deadline atomic.Pointer[time.Time] // nil until asked for
 	// The request's Caller. Its metadata, rarer, are in a context of
 	// their own between this one and its parent (metadataContext): one
@@ -122,13 +121,6 @@ func (c *callContext) TimeLeft() (time.Duration, bool) {
 		return 0, false
 	}
 	return c.deadlineNow().Sub(c.act.host.clock.Now()), true
-}
-
-// WillWait implements turn.Info.
-func (c *callContext) WillWait() {
-	if c.waiting != nil {
-		c.waiting()
-	}
 }
 
 // deadlineNow returns the call's deadline, fixing it on first use. It is

@@ -11,7 +11,6 @@ import (
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/internal/cancel"
 	"github.com/granary-go/granary/internal/delivery"
-	"github.com/granary-go/granary/internal/turn"
 	"github.com/granary-go/granary/internal/wire"
 	"github.com/granary-go/granary/proxy"
 )
@@ -91,7 +90,6 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 	req.Caller, req.Metadata = l.caller, md
 	if !call.Cancellable {
 		l.inbound.Deliver(req)
-		willWait(ctx)
 		<-p.done
 		return finish(p, out)
 	}
@@ -103,7 +101,6 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 	}
 	req.Ctx, req.Registered = callCtx, true
 	l.inbound.Deliver(req)
-	willWait(ctx)
 	select {
 	case <-p.done:
 	case <-ctx.Done():
@@ -115,16 +112,6 @@ func (l *LocalCaller) Call(ctx context.Context, call proxy.Call, in, out proto.M
 		<-p.done
 	}
 	return finish(p, out)
-}
-
-// willWait tells the turn whose method made a call, if one did, that it
-// is about to wait for the reply: whoever runs that turn on a goroutine
-// shared with other grains' turns hands them on instead of holding them
-// up behind a wait that may be long.
-func willWait(ctx context.Context) {
-	if info := turn.Of(ctx); info != nil {
-		info.WillWait()
-	}
 }
 
 // Reply implements delivery.Replier. The reply is encoded inside the grain's

@@ -25,9 +25,6 @@ type Info interface {
 	// TimeLeft returns how much of the call's budget is left, by the
 	// host's clock; ok is false for a call without a budget.
 	TimeLeft() (left time.Duration, ok bool)
-	// WillWait says that the turn is about to wait for another call, so
-	// that whoever runs the turn hands its other work to someone else.
-	WillWait()
 }
 
 // Of returns the Info of ctx, or nil when ctx is not (derived from) a grain
