@@ -161,8 +161,10 @@ type Directory struct {
 		// still on their way to the new owners (Settled).
 		handoffs int
 		// registrar holds, for each activation of this silo that holds its
-		// grain's registration, the owner that granted it: should that
-		// silo die, the activation registers again (registerAgain).
+		// grain's registration from another silo, the silo that granted
+		// it: should that silo die, the activation registers again
+		// (registerAgainLocked). This silo's own partition needs no entry:
+		// it does not outlive itself.
 		registrar map[actor.GrainID]Activation
 		// unregistering holds, per grain, a channel closed when the last
 		// unregistration this silo sent for it has been answered.
@@ -582,9 +584,6 @@ func (d *Directory) Register(id actor.GrainID, done func(winner string, err erro
 		}
 		winner := d.registerLocked(id, d.self)
 		d.cacheLocked(id, winner)
-		if winner == d.self {
-			d.mu.registrar[id] = d.self
-		}
 		d.mu.Unlock()
 		done(d.winnerOf(winner), nil)
 		return
@@ -598,7 +597,7 @@ func (d *Directory) Register(id actor.GrainID, done func(winner string, err erro
 		}
 		d.mu.Lock()
 		d.cacheLocked(id, winner)
-		if winner == d.self {
+		if winner == d.self && registrar != d.self {
 			d.mu.registrar[id] = registrar
 		}
 		d.mu.Unlock()

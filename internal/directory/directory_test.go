@@ -578,10 +578,9 @@ func TestASiloThatComesBackFromAFalseDeathHasItsDuplicatesResolved(t *testing.T)
 	require.Empty(t, register(t, b, id))
 
 	// The others think b died; b, alive, never hears of it.
-	without := c.viewWith(nil)
-	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m cluster.Member) bool { return m.ID == "b" })
-	a.dir.SetView(without)
-	cc.dir.SetView(without)
+	noB := without(c.view(), nil, "b")
+	a.dir.SetView(noB)
+	cc.dir.SetView(noB)
 	require.Empty(t, register(t, cc, id), "with b's entry dropped, c activates the grain again: a duplicate")
 
 	// b is back, under the same generation.
@@ -605,10 +604,9 @@ func TestASiloBackFromAFalseDeathThatAnswersLateHasItsDuplicatesResolved(t *test
 	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
 	id := grainsOwnedBy("a", 1, "a", "b", "c")[0] // owned by a, hosted on b
 	require.Empty(t, register(t, b, id))
-	without := c.viewWith(nil)
-	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m cluster.Member) bool { return m.ID == "b" })
-	a.dir.SetView(without)
-	cc.dir.SetView(without)
+	noB := without(c.view(), nil, "b")
+	a.dir.SetView(noB)
+	cc.dir.SetView(noB)
 	require.Empty(t, register(t, cc, id), "with b's entry dropped, c activates the grain again: a duplicate")
 
 	c.mu.Lock()

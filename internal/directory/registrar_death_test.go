@@ -1,16 +1,11 @@
 package directory
 
 import (
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/granary-go/granary/actor"
-	"github.com/granary-go/granary/cluster"
-	"github.com/granary-go/granary/internal/ring"
 )
 
 // An activation registered with a silo that owned its grain only by views
@@ -23,21 +18,11 @@ func TestAnActivationWhoseRegistrarDiesIsRegisteredAgainWithTheOwner(t *testing.
 	c := newFakeCluster(t, "a", "b", "c", "d")
 	all := c.all()
 	a, b, cc := all[0], all[1], all[2]
-	// A grain b owns, and a owns without b.
-	var id actor.GrainID
-	without := ring.New([]ring.Silo{{ID: "a", Generation: 1}, {ID: "c", Generation: 1}, {ID: "d", Generation: 1}}, 0)
-	for _, g := range grainsOwnedBy("b", 200, "a", "b", "c", "d") {
-		if o, _ := without.OwnerOf(g); o.ID == "a" {
-			id = g
-			break
-		}
-	}
-	require.NotEmpty(t, id.Key)
+	id := grainOwnedWithout(t, "b", "a", "a", "b", "c", "d") // b owns it, and a without b
 	require.Empty(t, register(t, b, id), "b owns the grain and hosts it")
 
 	// a and c take b for dead; b and d do not.
-	noB := c.viewWith(nil)
-	noB.Members = slices.DeleteFunc(slices.Clone(noB.Members), func(m cluster.Member) bool { return m.ID == "b" })
+	noB := without(c.view(), nil, "b")
 	a.dir.SetView(noB)
 	cc.dir.SetView(noB)
 	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond, "a rebuilds b's range")

@@ -61,10 +61,9 @@ func TestASiloBackFromAFalseDeathIsAskedWhatItHostsPastTheCallTimeout(t *testing
 	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
 	id := grainsOwnedBy("a", 1, "a", "b", "c")[0] // owned by a, hosted on b
 	require.Empty(t, register(t, b, id))
-	without := c.viewWith(nil)
-	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m cluster.Member) bool { return m.ID == "b" })
-	a.dir.SetView(without)
-	cc.dir.SetView(without)
+	noB := without(c.view(), nil, "b")
+	a.dir.SetView(noB)
+	cc.dir.SetView(noB)
 	require.Empty(t, register(t, cc, id), "with b's entry dropped, c activates the grain again: a duplicate")
 
 	c.setDown("b", true)
@@ -106,10 +105,9 @@ func TestADuplicateIsToldToDeactivatePastTheCallTimeout(t *testing.T) {
 	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
 	id := grainsOwnedBy("a", 1, "a", "b", "c")[0]
 	require.Empty(t, register(t, b, id))
-	without := c.viewWith(nil)
-	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m cluster.Member) bool { return m.ID == "b" })
-	a.dir.SetView(without)
-	cc.dir.SetView(without)
+	noB := without(c.view(), nil, "b")
+	a.dir.SetView(noB)
+	cc.dir.SetView(noB)
 	require.Empty(t, register(t, cc, id))
 
 	// b answers what it hosts, and not the deactivation.
@@ -185,9 +183,8 @@ func TestAHandoffBackToASiloBackFromAFalseDeathGoesOnPastTheCallTimeout(t *testi
 	require.Empty(t, register(t, b, id), "b owns the grain and hosts it")
 
 	// a alone takes b for dead, and activates the grain again.
-	without := c.viewWith(nil)
-	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m cluster.Member) bool { return m.ID == "b" })
-	a.dir.SetView(without)
+	noB := without(c.view(), nil, "b")
+	a.dir.SetView(noB)
 	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond, "a rebuilds b's range")
 	require.Empty(t, register(t, a, id), "with b's entry dropped, a activates the grain again: a duplicate")
 

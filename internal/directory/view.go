@@ -251,18 +251,19 @@ func (d *Directory) registerAgainLocked(left []Activation) (again map[string]map
 		return nil, nil
 	}
 	for id, reg := range d.mu.registrar {
-		if reg == d.self || !slices.Contains(left, reg) {
+		if !slices.Contains(left, reg) {
 			continue
 		}
 		owner, ok := d.mu.ring.OwnerOf(id)
 		if !ok {
 			continue
 		}
-		d.mu.registrar[id] = Activation{Silo: owner.ID, Generation: owner.Generation}
 		if owner.ID == d.self.Silo {
+			delete(d.mu.registrar, id)
 			here = append(here, &directorypb.Entry{Grain: pbGrain(id), Activation: pbActivation(d.self)})
 			continue
 		}
+		d.mu.registrar[id] = Activation{Silo: owner.ID, Generation: owner.Generation}
 		if again == nil {
 			again = make(map[string]map[actor.GrainID]Activation)
 		}
