@@ -26,6 +26,11 @@ type workerDispatcher struct {
 	stop chan struct{}
 	idle atomic.Int32
 	wg   sync.WaitGroup
+	// mu orders starting a worker against close: no worker starts once
+	// close has begun, so that wg.Add never races wg.Wait. Only the slow
+	// path, which starts a goroutine anyway, takes it.
+	mu     sync.Mutex
+	closed bool
 }
 
 func newWorkerDispatcher() *workerDispatcher {
@@ -37,6 +42,13 @@ func (d *workerDispatcher) Schedule(fn func()) {
 	select {
 	case d.work <- fn:
 	default:
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.closed {
+			// The host has stopped: its activations take no more work
+			// (a silo killed in a test still has its flusher asking).
+			return
+		}
 		d.wg.Add(1)
 		go d.worker(fn)
 	}
@@ -65,6 +77,9 @@ func (d *workerDispatcher) worker(fn func()) {
 
 // close stops parked workers and waits for every worker to finish.
 func (d *workerDispatcher) close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
 	close(d.stop)
 	d.wg.Wait()
 }
