@@ -181,3 +181,60 @@ func benchFlusher(b *testing.B, store persistence.Store) {
 	b.ReportMetric(float64(b.N*grains)/b.Elapsed().Seconds(), "writes/s")
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/round")
 }
+
+// BenchmarkOpenStoredState measures what an activation of a grain with
+// stored state pays the store before its first turn: Flusher.Open's read
+// and claim, one after another on one goroutine, each on a key of its own.
+// The store's Read alone is beside it, for the claim's share.
+func BenchmarkOpenStoredState(b *testing.B) {
+	b.Run("memory", func(b *testing.B) { benchOpen(b, persistence.NewMemoryStore()) })
+	b.Run("redis", func(b *testing.B) {
+		srv := redistest.Start(b, redistest.Options{})
+		store, err := redisstore.New(redisstore.Options{Addr: srv.Addr(), KeyPrefix: "bench:"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = store.Close() })
+		benchOpen(b, store)
+	})
+}
+
+func benchOpen(b *testing.B, store persistence.Store) {
+	const keys = 1024
+	ctx := context.Background()
+	flusher, err := persistence.NewFlusher(store, persistence.FlusherOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inline := func(fn func()) bool { fn(); return true }
+	state := make([]byte, benchValue)
+	snapshot := func() ([]byte, error) { return state, nil }
+	key := func(i int) persistence.Key {
+		return persistence.Key{GrainType: "bench", GrainKey: fmt.Sprint("open-", i%keys), Name: "state"}
+	}
+	for i := range keys {
+		if _, err := store.Write(ctx, key(i), state, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("read", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			if _, _, err := store.Read(ctx, key(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("open", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			r, _, err := flusher.Open(ctx, key(i), inline, snapshot)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := r.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
