@@ -447,19 +447,106 @@ func (d *Directory) merge(entries []*directorypb.Entry) {
 	}
 }
 
+// duplicates are the duplicate activations on one silo that it is still
+// to be told to deactivate.
+type duplicates struct{ queue []duplicate }
+
+type duplicate struct {
+	id actor.GrainID
+	a  Activation
+}
+
+// duplicateCalls is how many deactivations one asker has in flight to its
+// silo at once.
+const duplicateCalls = 16
+
 // deactivateDuplicate tells the silo of a duplicate activation to
-// deactivate it.
+// deactivate it. The duplicates of one silo wait in one queue that one
+// asker works through, duplicateCalls at a time, round after round until
+// the silo answers or leaves (untilAnswered): a healed partition can leave
+// thousands of duplicates on a silo that is slow to answer, and a
+// goroutine asking again for each would cost the silo and this one far
+// more than the answers.
 func (d *Directory) deactivateDuplicate(id actor.GrainID, a Activation) {
 	if a == d.self {
 		d.host.Deactivate(id)
 		return
 	}
-	d.untilAnswered(a.Silo, "directory: telling a duplicate to deactivate", func(ctx context.Context) error {
-		return d.callLive(ctx, a.Silo, func(ref directorypb.DirectoryRef) error {
-			_, err := ref.Deactivate(ctx, &directorypb.DeactivateRequest{Grain: pbGrain(id), Activation: pbActivation(a)}, d.callTimeout())
-			return err
-		})
-	}, nil)
+	d.mu.Lock()
+	q, asking := d.mu.duplicates[a.Silo]
+	if !asking {
+		q = &duplicates{}
+		d.mu.duplicates[a.Silo] = q
+	}
+	q.queue = append(q.queue, duplicate{id, a})
+	d.mu.Unlock()
+	if asking {
+		return
+	}
+	done := func() {
+		d.mu.Lock()
+		if d.mu.duplicates[a.Silo] == q {
+			delete(d.mu.duplicates, a.Silo)
+		}
+		d.mu.Unlock()
+	}
+	if !d.untilAnswered(a.Silo, "directory: telling a duplicate to deactivate", func(ctx context.Context) error {
+		return d.tellDuplicates(ctx, a.Silo, q)
+	}, done) {
+		done()
+	}
+}
+
+// tellDuplicates tells silo to deactivate the duplicates in q until q is
+// empty, which ends its asker, or a call fails in a way a later round may
+// not, which puts what was not told back in q for the next round.
+func (d *Directory) tellDuplicates(ctx context.Context, silo string, q *duplicates) error {
+	for {
+		d.mu.Lock()
+		batch := q.queue
+		q.queue = nil
+		if len(batch) == 0 {
+			if d.mu.duplicates[silo] == q {
+				delete(d.mu.duplicates, silo)
+			}
+			d.mu.Unlock()
+			return nil
+		}
+		d.mu.Unlock()
+
+		failed := make([]error, len(batch))
+		calls := make(chan struct{}, duplicateCalls)
+		var wg sync.WaitGroup
+		for i, dup := range batch {
+			calls <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-calls }()
+				failed[i] = d.callLive(ctx, silo, func(ref directorypb.DirectoryRef) error {
+					_, err := ref.Deactivate(ctx, &directorypb.DeactivateRequest{Grain: pbGrain(dup.id), Activation: pbActivation(dup.a)}, d.callTimeout())
+					return err
+				})
+			})
+		}
+		wg.Wait()
+		var again []duplicate
+		var last error
+		for i, err := range failed {
+			switch {
+			case err == nil:
+			case retryable(err) || errors.Is(err, context.DeadlineExceeded):
+				again, last = append(again, batch[i]), err
+			default:
+				d.log.Warn("directory: telling a duplicate to deactivate: failed", slog.String("silo", silo),
+					slog.String("grain", batch[i].id.String()), slog.Any("err", err))
+			}
+		}
+		if len(again) > 0 {
+			d.mu.Lock()
+			q.queue = append(again, q.queue...)
+			d.mu.Unlock()
+			return last
+		}
+	}
 }
 
 // release ends the holds on ranges and runs what waited for them.

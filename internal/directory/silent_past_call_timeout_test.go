@@ -221,3 +221,46 @@ func grainOwnedWithout(t *testing.T, owner, heir string, ids ...string) actor.Gr
 	t.Fatalf("no grain of %s passes to %s", owner, heir)
 	return actor.GrainID{}
 }
+
+// The duplicates a silo is to deactivate are told it by one asker, however
+// many there are: after a healed partition there can be thousands, and an
+// asker each would hold a goroutine and a call apiece against a silo that
+// is already slow to answer.
+func TestTheDuplicatesOfOneSiloAreToldItByOneAsker(t *testing.T) {
+	const n = 40
+	c := newSilentCluster(t, "a", "b", "c")
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	ids := grainsOwnedBy("a", n, "a", "b", "c")
+	for _, id := range ids {
+		require.Empty(t, register(t, b, id))
+	}
+	noB := without(c.view(), nil, "b")
+	a.dir.SetView(noB)
+	cc.dir.SetView(noB)
+	for _, id := range ids {
+		require.Empty(t, register(t, cc, id))
+	}
+
+	c.mu.Lock()
+	c.downMethod["b"] = "Deactivate"
+	c.mu.Unlock()
+	back := c.view()
+	a.dir.SetView(back)
+	cc.dir.SetView(back)
+	c.waitRefused("b", 3*n, "a tells b to deactivate its duplicates, round after round")
+	assert.EqualValues(t, n, a.dir.Stats().Conflicts, "a found every duplicate")
+	assert.EqualValues(t, 1, a.dir.Stats().Asking, "one asker tells b all of them")
+	c.mu.Lock()
+	delete(c.downMethod, "b")
+	c.mu.Unlock()
+	require.Eventually(t, func() bool {
+		for _, id := range ids {
+			if !deactivated(b, id) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "b deactivates every duplicate once it answers")
+	require.Eventually(t, func() bool { return a.dir.Stats().Asking == 0 }, 10*time.Second, time.Millisecond,
+		"the asker ends with the last answer")
+}
