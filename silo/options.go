@@ -237,19 +237,22 @@ type Limits struct {
 	// active are not affected. Defaults 10 000 and 10 000; a negative
 	// ActivationRate sets no budget.
 	ActivationRate, ActivationBurst int
-	// SharedInFlight is the requests in flight that the client connections
-	// busy at the same time share: while several are busy (each sent a
-	// request in the last 100-200 ms), each may have SharedInFlight
-	// divided by their number (never fewer than 16, never more than
-	// MaxInFlight) and one more is refused with proxy.ErrOverloaded. A
-	// connection busy alone is bound by MaxInFlight only. Default 4096.
+	// SharedInFlight is the requests in flight that the clients busy at
+	// the same time share. A client is the connections of one credential
+	// (a client token's name, or a certificate's), or one connection that
+	// proved none. While several clients are busy (each sent a request in
+	// the last 100-200 ms), each may have SharedInFlight divided by their
+	// number, all its connections together (never fewer than 16; each
+	// connection never more than MaxInFlight), and one more is refused
+	// with proxy.ErrOverloaded. A client busy alone is bound by each
+	// connection's MaxInFlight only. Default 4096.
 	SharedInFlight int
 	// SharedActivations is the new activations under way (created, their
-	// first call not yet answered) that busy client connections share, in
-	// the same way, at least one each: a new activation costs the silo
-	// many calls' work, done ahead of every connection's next call, and a
-	// few under way keep its cores busy. A connection busy alone is not
-	// bound by it. Default 8; negative: no share.
+	// first call not yet answered) that busy clients share, in the same
+	// way, at least one each: a new activation costs the silo many calls'
+	// work, done ahead of every client's next call, and a few under way
+	// keep its cores busy. A client busy alone is not bound by it.
+	// Default 8; negative: no share.
 	SharedActivations int
 	// MaxActivations, when positive, bounds the activations alive on the
 	// silo. Default 0: no bound.

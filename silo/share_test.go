@@ -19,9 +19,10 @@ import (
 
 // startSharedSilo starts a silo whose connections' shares age on a fake
 // clock of their own: the grains' Block needs real time.
-func startSharedSilo(t *testing.T, limits silo.Limits) (*env, *clock.Fake) {
+func startSharedSilo(t *testing.T, limits silo.Limits, tokens ...silo.ClientToken) (*env, *clock.Fake) {
 	shareClock := clock.NewFake(time.Unix(1_700_000_000, 0))
-	return startSilo(t, envConfig{opts: silo.Options{Limits: limits}, siloOpts: []silo.Option{silo.WithShareClock(shareClock)}}), shareClock
+	opts := silo.Options{Limits: limits, Security: silo.Security{ClientTokens: tokens}}
+	return startSilo(t, envConfig{opts: opts, siloOpts: []silo.Option{silo.WithShareClock(shareClock)}}), shareClock
 }
 
 // quietEpochs lets every connection's last request age out of the
@@ -54,7 +55,7 @@ func TestAFlooderOfNewActivationsGetsItsShareAndTheOtherConnectionIsAdmitted(t *
 	for i := range 3 {
 		err := add(flood, fmt.Sprint("new-", i))
 		require.ErrorIs(t, err, proxy.ErrOverloaded, "the flooder's new activation %d", i)
-		assert.Contains(t, err.Error(), "its share while 2 connections are busy")
+		assert.Contains(t, err.Error(), "its share while 2 clients are busy")
 	}
 	require.NoError(t, add(flood, "active"), "a call to an active grain is no new activation")
 	for i := range 5 {
@@ -111,7 +112,7 @@ func TestAFlooderOfCallsInFlightGetsItsShareAndTheOtherConnectionIsAdmitted(t *t
 	}
 	_, err = testgrain.NewCounterRef(flood, "one-more").Get(ctx, &testgrain.GetRequest{})
 	require.ErrorIs(t, err, proxy.ErrOverloaded)
-	assert.Contains(t, err.Error(), fmt.Sprintf("%d calls in flight on this connection, its share while 2 connections are busy", share))
+	assert.Contains(t, err.Error(), fmt.Sprintf("%d calls in flight for this client, its share while 2 clients are busy", share))
 	for i := range 5 {
 		r, err := otherRef.Add(ctx, &testgrain.AddRequest{Delta: 1})
 		require.NoError(t, err, "the other connection's call %d", i)
@@ -128,4 +129,57 @@ func TestAFlooderOfCallsInFlightGetsItsShareAndTheOtherConnectionIsAdmitted(t *t
 		require.NoError(t, <-done)
 	}
 	assert.EqualValues(t, 1, e.silo.Stats().Gateway.Overloaded)
+}
+
+// The connections of one credential are one client to the shares: a
+// flooder that opens more connections under its token gets no more of the
+// silo than with one. Two of its connections and another client busy make
+// two clients, not three, and the flooder's second connection waits on the
+// share its first holds.
+func TestTheConnectionsOfOneCredentialShareOneClientsShare(t *testing.T) {
+	otherToken := client.Token{Name: "checkout", Secret: []byte("the checkout client's token, 32b")}
+	e, _ := startSharedSilo(t, silo.Limits{SharedActivations: 2, SharedInFlight: 2 * rpc.MinInFlightShare},
+		silo.ClientToken{Name: trustToken.Name, Secret: trustToken.Secret}, silo.ClientToken{Name: otherToken.Name, Secret: otherToken.Secret})
+	flood1, flood2 := e.client(client.Options{Token: &trustToken}), e.client(client.Options{Token: &trustToken})
+	other := e.client(client.Options{Token: &otherToken})
+	ctx := context.Background()
+	add := func(c *client.Client, key string) error {
+		_, err := testgrain.NewCounterRef(c, key).Add(ctx, &testgrain.AddRequest{Delta: 1})
+		return err
+	}
+	require.NoError(t, add(flood1, "active"))
+	require.NoError(t, add(flood2, "active"))
+	require.NoError(t, add(other, "other-active"))
+
+	held := blockOn(ctx, testgrain.NewCounterRef(flood1, "new-held"), "held")
+	require.Equal(t, "held", <-e.gate.Entered())
+	err := add(flood2, "new-on-the-second-connection")
+	require.ErrorIs(t, err, proxy.ErrOverloaded, "the first connection holds the client's share")
+	assert.Contains(t, err.Error(), "1 new activations under way for this client, its share while 2 clients are busy")
+	require.NoError(t, add(other, "other-new"), "the other client has a share of its own")
+
+	// In flight, the two connections together have one share too.
+	e.gate.Release("held")
+	require.NoError(t, <-held)
+	<-e.gate.Exited()
+	var dones []<-chan error
+	for i := range rpc.MinInFlightShare {
+		c := flood1
+		if i%2 == 1 {
+			c = flood2
+		}
+		dones = append(dones, blockOn(ctx, testgrain.NewCounterRef(c, "active"), fmt.Sprint("t", i)))
+	}
+	// Block turns on one grain run one at a time: the first entered holds
+	// the rest queued, in flight.
+	<-e.gate.Entered()
+	eventually(t, func() bool { return e.silo.Stats().Gateway.InFlight == rpc.MinInFlightShare }, "all the flooder's calls are in flight")
+	_, err = testgrain.NewCounterRef(flood2, "active").Get(ctx, &testgrain.GetRequest{})
+	require.ErrorIs(t, err, proxy.ErrOverloaded)
+	assert.Contains(t, err.Error(), fmt.Sprintf("%d calls in flight for this client", rpc.MinInFlightShare))
+	require.NoError(t, add(other, "other-active"), "the other client's call is admitted")
+	e.gate.Open()
+	for _, done := range dones {
+		require.NoError(t, <-done)
+	}
 }

@@ -86,7 +86,7 @@ type ConnectionStats struct {
 	Overloaded    int64 // incoming requests refused: too many in flight
 	Denied        int64 // incoming requests refused: a right the method needs is missing
 	OverBudget    int64 // incoming requests refused: their new activation was over budget
-	OverShare     int64 // incoming requests refused: their new activation was over the connection's share
+	OverShare     int64 // incoming requests refused: their new activation was over the client's share
 	BadRequests   int64 // incoming requests refused for contents that could not be read
 	// Inbound counts the cancellable incoming calls.
 	Inbound CancelStats
@@ -119,7 +119,7 @@ type TrafficStats struct {
 // refused (docs/security.md).
 type RejectionStats struct {
 	Overloaded       int64  // requests refused: too many calls in flight on their connection, or more than its share
-	OverShare        int64  // requests refused: their new activation was over the connection's share
+	OverShare        int64  // requests refused: their new activation was over the client's share
 	OverBudget       int64  // requests refused: their new activation was over the connection's budget
 	BadRequests      int64  // requests whose contents could not be read (key, payload, budget, call id)
 	UnknownGrainType int64  // requests for a grain type the silo does not host

@@ -72,13 +72,16 @@ func (g *Gateway) Serve(ln net.Listener, inbound rpc.Inbound, interner *wire.Int
 		if c.Peer().Role != transport.RoleClient {
 			return nil // the handshake admits clients only; this is a second lock
 		}
-		ep := rpc.NewEndpoint(g.endpointFor(c), inbound, interner, g.opts.Clock, g.opts.Log)
-		ep.Attach(c)
+		opts := g.endpointFor(c)
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.mu.stopping {
 			return nil // a stopping silo takes no new connections
 		}
+		// Made under the lock, after the check: the endpoint joins its
+		// client's shares, which only its close leaves.
+		ep := rpc.NewEndpoint(opts, inbound, interner, g.opts.Clock, g.opts.Log)
+		ep.Attach(c)
 		g.mu.endpoints[ep] = struct{}{}
 		return &conn{Endpoint: ep, g: g}
 	}, transport.WithLogger(g.opts.Log))

@@ -210,7 +210,7 @@ var observed = []instrument[Stats]{
 	},
 	{
 		Name: "granary.transport.rejections", Unit: "{request}", kind: counter,
-		Description: "Incoming requests refused at once: overloaded (too many in flight, or over the connection's share), activation_budget (the connection's budget of new activations), activation_share (its share of new activations under way), bad_request (unreadable), permission_denied (a right the method needs is missing).",
+		Description: "Incoming requests refused at once: overloaded (too many in flight, or over the client's share), activation_budget (the connection's budget of new activations), activation_share (its client's share of new activations under way), bad_request (unreadable), permission_denied (a right the method needs is missing).",
 		Attributes:  []string{string(keyConnection), string(keyReason)},
 		observe: func(st *Stats, emit emit) {
 			byConnection(st, func(t rpc.EndpointStats, conn attribute.KeyValue) {

@@ -92,29 +92,30 @@ func (a *admission) allowActivation() bool {
 
 // AdmitActivation implements delivery.ActivationLimiter: the host asks before
 // it creates an activation for a request that came on this connection. A
-// connection with Shares may have only its share of the new activations
-// under way while other connections are busy; it counts its own, from
-// here (or from the reader, which may have taken the share for req
-// already) until req is answered, whether or not others are busy.
+// connection with Shares may have, with its client's other connections,
+// only the client's share of the new activations under way while other
+// clients are busy; the client counts its own, from here (or from the
+// reader, which may have taken the share for req already) until req is
+// answered, whether or not others are busy.
 func (e *Endpoint) AdmitActivation(req *delivery.Request) error {
 	reserved := req.Activating // the reader took the share already
-	if e.shares != nil && !reserved {
-		n := e.activating.Add(1)
+	if e.party != nil && !reserved {
+		n := e.party.activating.Add(1)
 		if share := e.shares.activationShare(); share >= 0 && n > share {
-			e.activating.Add(-1)
+			e.party.activating.Add(-1)
 			e.rejected(rejectActivationShare)
 			return overShare("new activations under way", share, e.shares.busy())
 		}
 	}
 	if !e.admit.allowActivation() {
-		if e.shares != nil {
-			e.activating.Add(-1)
+		if e.party != nil {
+			e.party.activating.Add(-1)
 			req.Activating = false
 		}
 		e.rejected(rejectActivationBudget)
 		return fmt.Errorf("%w: this connection's budget of new activations is spent; retry later", proxy.ErrOverloaded)
 	}
-	req.Activating = e.shares != nil
+	req.Activating = e.party != nil
 	return nil
 }
 
@@ -122,8 +123,11 @@ func (e *Endpoint) AdmitActivation(req *delivery.Request) error {
 // activation req was admitted for, if any.
 func (e *Endpoint) answered(req *delivery.Request) {
 	e.inFlight.Add(-1)
-	if req.Activating {
-		e.activating.Add(-1)
+	if e.party != nil {
+		e.party.inFlight.Add(-1)
+		if req.Activating {
+			e.party.activating.Add(-1)
+		}
 	}
 }
 
@@ -183,7 +187,7 @@ func newRejectionLog(log *slog.Logger, c clock.Clock) *ratelog.Logger {
 // that shares one Rejections, since it was made.
 type RejectionStats struct {
 	Overloaded       int64  // requests refused: too many calls in flight on their connection, or more than its share
-	OverShare        int64  // requests refused: their new activation was over the connection's share
+	OverShare        int64  // requests refused: their new activation was over the client's share
 	OverBudget       int64  // requests refused: their new activation was over the connection's budget
 	BadRequests      int64  // requests whose contents could not be read (key, payload, budget, call id)
 	UnknownGrainType int64  // requests for a grain type the silo does not host

@@ -105,14 +105,12 @@ type Endpoint struct {
 	cancelsOnce sync.Once
 	cancels     *cancel.Registry
 
-	admit  admission
-	shares *Shares
-	// shareEpoch is the last epoch of shares this connection was counted
-	// busy in; only the reader goroutine touches it.
-	shareEpoch  uint64
-	activating  atomic.Int64 // new activations admitted whose first request is not yet answered
+	admit       admission
+	shares      *Shares
+	party       *party // the connection's client in shares, nil without shares
 	readerRoute func(req *delivery.Request, whether bool) Where
 	overShare   bool          // the request just read was refused over its share; only the reader touches it
+	left        atomic.Bool   // the connection closed and left its party
 	useful      atomic.Uint64 // requests and replies read (UsefulFrames)
 	inFlight    atomic.Int64  // requests from the peer not yet answered
 	moved       func(actor.GrainID, string)
@@ -158,6 +156,13 @@ func NewEndpoint(opts EndpointOptions, inbound Inbound, interner *wire.Interner,
 		readerRoute: opts.ReaderRoute}
 	if e.shared == nil {
 		e.shared = NewRejections(newRejectionLog(log, c))
+	}
+	if e.shares != nil {
+		var id actor.Identity
+		if opts.Caller != nil {
+			id = opts.Caller.Identity()
+		}
+		e.party = e.shares.join(id)
 	}
 	e.calls.init(c, opts.SweepInterval)
 	e.admit.init(opts, c)
@@ -414,21 +419,23 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 		e.refuse(env.CallID, keyTooLong(n, e.admit.maxKeyLen))
 		return
 	}
-	limit, busy := e.admit.maxInFlight, int64(1)
-	if e.shares != nil {
-		busy = e.shares.arrive(&e.shareEpoch)
-		limit = e.shares.inFlightShare(busy, limit)
-	}
-	if e.inFlight.Add(1) > limit {
+	if e.inFlight.Add(1) > e.admit.maxInFlight {
 		e.inFlight.Add(-1)
 		e.rejected(rejectInFlight)
-		if limit < e.admit.maxInFlight {
-			e.overShare = true
-			e.refuse(env.CallID, overShare("calls in flight", limit, busy))
-		} else {
-			e.refuse(env.CallID, overloadedInFlight(limit))
-		}
+		e.refuse(env.CallID, overloadedInFlight(e.admit.maxInFlight))
 		return
+	}
+	if e.party != nil {
+		busy := e.shares.arrive(e.party)
+		n := e.party.inFlight.Add(1)
+		if share := e.shares.inFlightShare(busy); share >= 0 && n > share {
+			e.party.inFlight.Add(-1)
+			e.inFlight.Add(-1)
+			e.rejected(rejectInFlight)
+			e.overShare = true
+			e.refuse(env.CallID, overShare("calls in flight", share, busy))
+			return
+		}
 	}
 	req := delivery.NewRequest()
 	req.Target = actor.GrainID{Type: env.GrainType, Key: env.GrainKey}
@@ -477,8 +484,8 @@ func (e *Endpoint) onRequest(c *transport.Conn, env *wire.Envelope) {
 			// The share is taken here, as the request is read: a batch
 			// of requests read at once must not all pass a count that
 			// only the host's admission, later, would raise.
-			if e.activating.Add(1) > share {
-				e.activating.Add(-1)
+			if e.party.activating.Add(1) > share {
+				e.party.activating.Add(-1)
 				e.overShare = true
 				e.rejected(rejectActivationShare)
 				e.Reply(req, nil, overShare("new activations under way", share, e.shares.busy()))
@@ -611,6 +618,9 @@ func (e *Endpoint) HandleClose(c *transport.Conn, err error) {
 	if cause == nil {
 		cause = transport.ErrClosed
 	}
+	if e.party != nil && e.left.CompareAndSwap(false, true) {
+		e.shares.leave(e.party)
+	}
 	e.calls.close(fmt.Errorf("%w: %w", proxy.ErrUnavailable, cause))
 	e.registry().CancelAll()
 	if e.runner != nil {
@@ -635,7 +645,7 @@ type EndpointStats struct {
 	Overloaded    int64 // incoming requests refused: too many in flight
 	Denied        int64 // incoming requests refused: a right the method needs is missing
 	OverBudget    int64 // incoming requests refused: their new activation was over budget
-	OverShare     int64 // incoming requests refused: their new activation was over the connection's share
+	OverShare     int64 // incoming requests refused: their new activation was over the client's share
 	BadRequests   int64 // incoming requests refused for contents that could not be read
 	Inbound       cancel.Stats
 	Transport     transport.Stats // the connection's traffic

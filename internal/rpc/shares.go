@@ -6,58 +6,63 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/proxy"
 )
 
 // Defaults of Shares.
 const (
-	// DefaultSharedInFlight is the requests in flight that the client
-	// connections busy at once share: each may have its part of it, and
-	// never less than MinInFlightShare. A connection busy alone is bound
-	// only by its own MaxInFlight.
+	// DefaultSharedInFlight is the requests in flight that the clients
+	// busy at once share: each may have its part of it, all its
+	// connections together, and never less than MinInFlightShare. A
+	// client busy alone is bound only by each connection's own
+	// MaxInFlight.
 	DefaultSharedInFlight = 4096
 	// DefaultSharedActivations is the new activations under way (created,
-	// their first call not yet answered) that the client connections busy
-	// at once share: each may have its part of it, and never less than
-	// one. A connection busy alone is not bound by it.
+	// their first call not yet answered) that the clients busy at once
+	// share: each may have its part of it, and never less than one. A
+	// client busy alone is not bound by it.
 	DefaultSharedActivations = 8
-	// MinInFlightShare is the fewest requests in flight a connection may
-	// have however many connections are busy.
+	// MinInFlightShare is the fewest requests in flight a client may have
+	// however many clients are busy.
 	MinInFlightShare = 16
-	// DefaultShareEpoch is how long a connection counts as busy after its
+	// DefaultShareEpoch is how long a client counts as busy after its
 	// last request: one epoch, and up to two.
 	DefaultShareEpoch = 100 * time.Millisecond
 )
 
 // sharePause is how long a connection's reader waits after refusing a
-// request over the connection's share before it reads the next frame.
+// request over its client's share before it reads the next frame.
 const sharePause = time.Millisecond
 
 // ShareOptions configure Shares. Zero fields take their defaults.
 type ShareOptions struct {
-	// InFlight is the requests in flight that busy connections share.
+	// InFlight is the requests in flight that busy clients share.
 	// Default DefaultSharedInFlight.
 	InFlight int
-	// Activations is the new activations under way that busy connections
+	// Activations is the new activations under way that busy clients
 	// share. Default DefaultSharedActivations; negative: no share (each
 	// connection is bound by its budget alone).
 	Activations int
-	// Epoch is how long a connection counts as busy after its last
-	// request, at least. Default DefaultShareEpoch.
+	// Epoch is how long a client counts as busy after its last request,
+	// at least. Default DefaultShareEpoch.
 	Epoch time.Duration
 }
 
-// Shares divides what a silo works on between the client connections that
-// ask for it at the same time. A connection is busy from its first request
-// until an epoch or two after its last one; while others are busy too,
-// each may have only its part of the requests in flight and of the new
-// activations under way, and one more is refused at once with
-// proxy.ErrOverloaded. New activations are weighed apart from other
-// requests because each costs far more work than a call to a grain already
-// active, and that work is done on goroutines of its own, ahead of
-// everyone's next turn: a few dozen under way are enough to keep a
-// machine's cores busy, and more only delay the other connections' calls.
+// Shares divides what a silo works on between the clients that ask for it
+// at the same time. A client is the connections of one proved credential
+// together (a token's or a certificate's name), so that opening more
+// connections wins a client no more of the silo; a connection whose client
+// proved no credential is a client of its own. A client is busy from its
+// first request until an epoch or two after its last one; while others
+// are busy too, it may have only its part of the requests in flight and
+// of the new activations under way, all its connections together, and one
+// more is refused at once with proxy.ErrOverloaded. New activations are
+// weighed apart from other requests because each costs far more work than
+// a call to a grain already active, and that work is done on goroutines of
+// its own, ahead of everyone's next turn: a few dozen under way are enough to keep a
+// machine's cores busy, and more only delay the other clients' calls.
 //
 // Endpoints given the same Shares share it. It is safe for concurrent use.
 type Shares struct {
@@ -66,7 +71,7 @@ type Shares struct {
 	every       time.Duration
 	clock       clock.Clock
 
-	// epoch advances every period; seen counts the connections that made
+	// epoch advances every period; seen counts the clients that made
 	// a request in each of the last three epochs (by epoch modulo 3).
 	epoch atomic.Uint64
 	seen  [3]atomic.Int64
@@ -75,6 +80,61 @@ type Shares struct {
 		sync.Mutex
 		timer   clock.Timer
 		stopped bool
+		// parties are the clients with a credential that have a
+		// connection open, by credential and name.
+		parties map[partyKey]*party
+	}
+}
+
+// A party is one client as the shares count it: what its connections
+// have in flight and under way together.
+type party struct {
+	key partyKey
+	// epoch is the last epoch the party was counted busy in, plus one
+	// (the zero value names no epoch).
+	epoch      atomic.Uint64
+	inFlight   atomic.Int64 // requests of its connections not yet answered
+	activating atomic.Int64 // new activations admitted for it whose first request is not yet answered
+	conns      int          // its connections open, under Shares.mu; only for a keyed party
+}
+
+type partyKey struct {
+	credential actor.Credential
+	name       string
+}
+
+// join returns the party of a connection whose client is id, which the
+// connection leaves when it closes.
+func (s *Shares) join(id actor.Identity) *party {
+	if id.Credential == actor.CredentialNone || id.Name == "" {
+		return &party{}
+	}
+	k := partyKey{id.Credential, id.Name}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.mu.parties[k]
+	if p == nil {
+		if s.mu.parties == nil {
+			s.mu.parties = make(map[partyKey]*party)
+		}
+		p = &party{key: k}
+		s.mu.parties[k] = p
+	}
+	p.conns++
+	return p
+}
+
+// leave ends one connection's part in p; a party whose last connection
+// left is forgotten (what it still has in flight is counted on it until
+// answered, and a connection that opens later starts a party afresh).
+func (s *Shares) leave(p *party) {
+	if p.key == (partyKey{}) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.conns--; p.conns == 0 && s.mu.parties[p.key] == p {
+		delete(s.mu.parties, p.key)
 	}
 }
 
@@ -129,38 +189,37 @@ func (s *Shares) tick() {
 	}
 }
 
-// arrive counts a request of the connection whose last epoch is *last
-// (touched only by that connection's reader goroutine) and returns how
-// many connections are busy, this one included.
-func (s *Shares) arrive(last *uint64) int64 {
+// arrive counts a request of p and returns how many clients are busy,
+// p included. Of the readers of p's connections that arrive in a new
+// epoch at once, one counts it.
+func (s *Shares) arrive(p *party) int64 {
 	cur := s.epoch.Load()
 	n := s.seen[cur%3].Load()
-	if *last != cur+1 { // +1: the zero value names no epoch
-		*last = cur + 1
+	if last := p.epoch.Load(); last != cur+1 && p.epoch.CompareAndSwap(last, cur+1) {
 		n = s.seen[cur%3].Add(1)
 	}
-	// A connection seen in the previous epoch but not yet in this one is
+	// A client seen in the previous epoch but not yet in this one is
 	// still busy: the previous epoch's count covers it.
 	return max(n, s.seen[(cur+2)%3].Load())
 }
 
-// busy returns how many connections are busy now, at least one.
+// busy returns how many clients are busy now, at least one.
 func (s *Shares) busy() int64 {
 	cur := s.epoch.Load()
 	return max(1, s.seen[cur%3].Load(), s.seen[(cur+2)%3].Load())
 }
 
-// inFlightShare is the requests in flight a connection may have while busy
-// connections are busy, when that bounds it more than its own limit own.
-func (s *Shares) inFlightShare(busy, own int64) int64 {
+// inFlightShare is the requests in flight a client may have, all its
+// connections together, while busy clients are busy, or -1 for no bound.
+func (s *Shares) inFlightShare(busy int64) int64 {
 	if busy <= 1 {
-		return own
+		return -1
 	}
-	return min(own, max(MinInFlightShare, s.inFlight/busy))
+	return max(MinInFlightShare, s.inFlight/busy)
 }
 
-// activationShare is how many new activations a connection may have under
-// way, or -1 for no bound.
+// activationShare is how many new activations a client may have under
+// way, all its connections together, or -1 for no bound.
 func (s *Shares) activationShare() int64 {
 	busy := s.busy()
 	if busy <= 1 || s.activations < 0 {
@@ -169,8 +228,8 @@ func (s *Shares) activationShare() int64 {
 	return max(1, s.activations/busy)
 }
 
-// overShare is the error of a request over its connection's share.
+// overShare is the error of a request over its client's share.
 func overShare(what string, share, busy int64) error {
-	return fmt.Errorf("%w: %d %s on this connection, its share while %d connections are busy; retry later",
+	return fmt.Errorf("%w: %d %s for this client, its share while %d clients are busy; retry later",
 		proxy.ErrOverloaded, share, what, busy)
 }
