@@ -28,13 +28,35 @@ import (
 // callers on one client connection, each calling a grain never called
 // before and, when refused with OVERLOADED, calling the next one at once:
 // the worst a flooder can do that still waits for its answers.
-func BenchmarkShareUnderFlood(b *testing.B) {
+func BenchmarkShareUnderFlood(b *testing.B) { benchShareUnderFlood(b, 1) }
+
+// BenchmarkShareUnderFloodOfOneTokensConnections is the same flood spread
+// over floodConns connections that prove one client token, beside a
+// sequential client with a token of its own: the shares count the token's
+// connections as one client, so opening more of them must win the flood
+// nothing.
+func BenchmarkShareUnderFloodOfOneTokensConnections(b *testing.B) { benchShareUnderFlood(b, floodConns) }
+
+const floodConns = 16
+
+var (
+	floodToken      = client.Token{Name: "flood", Secret: []byte("the flooding client's token, 32b")}
+	sequentialToken = client.Token{Name: "sequential", Secret: []byte("the sequential client's token32b")}
+)
+
+func benchShareUnderFlood(b *testing.B, conns int) {
 	const (
 		slice        = 1000
 		floodWorkers = 512
 	)
-	s, err := silo.New(silo.Options{GatewayAddress: "127.0.0.1:0", Name: "bench", CollectionAge: 2 * time.Second},
-		silo.WithLogger(quiet))
+	opts := silo.Options{GatewayAddress: "127.0.0.1:0", Name: "bench", CollectionAge: 2 * time.Second}
+	var seqToken *client.Token
+	if conns > 1 {
+		seqToken = &sequentialToken
+		opts.Security.ClientTokens = []silo.ClientToken{{Name: floodToken.Name, Secret: floodToken.Secret},
+			{Name: sequentialToken.Name, Secret: sequentialToken.Secret}}
+	}
+	s, err := silo.New(opts, silo.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,17 +66,12 @@ func BenchmarkShareUnderFlood(b *testing.B) {
 	if err := s.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	newClient := func() *client.Client {
-		c, err := client.New(client.Options{Gateways: []string{s.GatewayAddr().String()}}, client.WithLogger(quiet))
-		if err != nil {
-			b.Fatal(err)
-		}
-		return c
+	seq, err := client.New(client.Options{Gateways: []string{s.GatewayAddr().String()}, Token: seqToken}, client.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
 	}
-	seq, flooder := newClient(), newClient()
 	b.Cleanup(func() {
 		_ = seq.Close()
-		_ = flooder.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = s.Stop(ctx)
@@ -70,7 +87,7 @@ func BenchmarkShareUnderFlood(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	flood := startFlooder(b, s.GatewayAddr().String(), floodWorkers)
+	flood := startFlooder(b, s.GatewayAddr().String(), floodWorkers, conns)
 	sequential(slice) // warm up
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -104,9 +121,12 @@ type flooder struct {
 	out *bufio.Reader
 }
 
-func startFlooder(b *testing.B, addr string, workers int) *flooder {
+// startFlooder starts a flooder of workers callers on conns connections;
+// more than one prove floodToken.
+func startFlooder(b *testing.B, addr string, workers, conns int) *flooder {
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestFlooderProcess$")
-	cmd.Env = append(os.Environ(), "GRANARY_FLOOD_GATEWAY="+addr, fmt.Sprint("GRANARY_FLOOD_WORKERS=", workers))
+	cmd.Env = append(os.Environ(), "GRANARY_FLOOD_GATEWAY="+addr, fmt.Sprint("GRANARY_FLOOD_WORKERS=", workers),
+		fmt.Sprint("GRANARY_FLOOD_CONNS=", conns))
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -162,14 +182,23 @@ func TestFlooderProcess(t *testing.T) {
 	if addr == "" {
 		t.Skip("the flooder of BenchmarkShareUnderFlood, which starts it")
 	}
-	var workers int
+	var workers, conns int
 	fmt.Sscan(os.Getenv("GRANARY_FLOOD_WORKERS"), &workers)
-	c, err := client.New(client.Options{Gateways: []string{addr}}, client.WithLogger(quiet))
-	if err != nil {
-		fmt.Println("error", err)
-		return
+	fmt.Sscan(os.Getenv("GRANARY_FLOOD_CONNS"), &conns)
+	var token *client.Token
+	if conns > 1 {
+		token = &floodToken
 	}
-	defer c.Close()
+	clients := make([]*client.Client, max(1, conns))
+	for i := range clients {
+		c, err := client.New(client.Options{Gateways: []string{addr}, Token: token}, client.WithLogger(quiet))
+		if err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		defer c.Close()
+		clients[i] = c
+	}
 	var ok, overloaded atomic.Int64
 	var failed atomic.Pointer[error]
 	var next atomic.Int64
@@ -178,7 +207,8 @@ func TestFlooderProcess(t *testing.T) {
 	paused, done := true, false
 	ctx, in := context.Background(), &testgrain.AddRequest{Delta: 1}
 	var wg sync.WaitGroup
-	for range workers {
+	for w := range workers {
+		c := clients[w%len(clients)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -391,14 +391,15 @@ func (e *Endpoint) HandleFrame(c *transport.Conn, body []byte) {
 		e.useful.Add(1)
 		e.onRequest(c, &env)
 		if e.overShare {
-			// The connection asked for more than its share: its next
-			// frame waits a little, so that a peer retrying at once
-			// spends the machine's CPU (its own included, when it runs
-			// beside the silo) on its retries at most sharePause apart.
-			// Real time, not the endpoint's clock: it paces reading and
-			// decides no outcome.
+			// The client asked for more than its share: this
+			// connection's next frame waits a little, so that a peer
+			// retrying at once spends the machine's CPU (its own
+			// included, when it runs beside the silo) on its retries at
+			// most about sharePause apart, however many connections it
+			// opened. Real time, not the endpoint's clock: it paces
+			// reading and decides no outcome.
 			e.overShare = false
-			time.Sleep(sharePause)
+			time.Sleep(e.party.pause())
 		}
 	case wire.KindCancel:
 		e.registry().Cancel(env.CallID)

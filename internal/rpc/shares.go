@@ -32,9 +32,21 @@ const (
 	DefaultShareEpoch = 100 * time.Millisecond
 )
 
-// sharePause is how long a connection's reader waits after refusing a
-// request over its client's share before it reads the next frame.
-const sharePause = time.Millisecond
+// sharePause is how long a client's connections wait, one after another,
+// after refusing a request over the client's share before they read the
+// next frame: each connection's reader waits sharePause times the
+// client's connections (at most maxSharePause), so that a client retrying
+// at once is refused about as often on many connections as on one.
+const (
+	sharePause    = time.Millisecond
+	maxSharePause = 50 * time.Millisecond
+)
+
+// pause is how long a reader of p's connections waits after refusing a
+// request over p's share.
+func (p *party) pause() time.Duration {
+	return min(maxSharePause, sharePause*time.Duration(max(1, p.conns.Load())))
+}
 
 // ShareOptions configure Shares. Zero fields take their defaults.
 type ShareOptions struct {
@@ -95,7 +107,7 @@ type party struct {
 	epoch      atomic.Uint64
 	inFlight   atomic.Int64 // requests of its connections not yet answered
 	activating atomic.Int64 // new activations admitted for it whose first request is not yet answered
-	conns      int          // its connections open, under Shares.mu; only for a keyed party
+	conns      atomic.Int64 // its connections open, changed under Shares.mu; 1 for a connection's own
 }
 
 type partyKey struct {
@@ -107,7 +119,9 @@ type partyKey struct {
 // connection leaves when it closes.
 func (s *Shares) join(id actor.Identity) *party {
 	if id.Credential == actor.CredentialNone || id.Name == "" {
-		return &party{}
+		p := &party{}
+		p.conns.Store(1)
+		return p
 	}
 	k := partyKey{id.Credential, id.Name}
 	s.mu.Lock()
@@ -120,7 +134,7 @@ func (s *Shares) join(id actor.Identity) *party {
 		p = &party{key: k}
 		s.mu.parties[k] = p
 	}
-	p.conns++
+	p.conns.Add(1)
 	return p
 }
 
@@ -133,7 +147,7 @@ func (s *Shares) leave(p *party) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p.conns--; p.conns == 0 && s.mu.parties[p.key] == p {
+	if p.conns.Add(-1) == 0 && s.mu.parties[p.key] == p {
 		delete(s.mu.parties, p.key)
 	}
 }

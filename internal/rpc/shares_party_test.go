@@ -34,6 +34,16 @@ func TestConnectionsOfOneCredentialAreOneClient(t *testing.T) {
 	assert.EqualValues(t, 3, s.arrive(anon1))
 	assert.EqualValues(t, 4, s.arrive(anon2))
 	assert.EqualValues(t, 4, s.busy())
+	assert.Equal(t, 2*sharePause, a1.pause(), "a's two connections each wait twice as long after a refusal")
+	assert.Equal(t, sharePause, anon1.pause())
+	many := make([]*party, 100)
+	for i := range many {
+		many[i] = s.join(token("many"))
+	}
+	assert.Equal(t, maxSharePause, many[0].pause())
+	for _, p := range many {
+		s.leave(p)
+	}
 
 	s.leave(a1)
 	assert.Same(t, a1, s.join(token("a")), "a has a connection open still")
