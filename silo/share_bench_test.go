@@ -35,7 +35,9 @@ func BenchmarkShareUnderFlood(b *testing.B) { benchShareUnderFlood(b, 1) }
 // sequential client with a token of its own: the shares count the token's
 // connections as one client, so opening more of them must win the flood
 // nothing.
-func BenchmarkShareUnderFloodOfOneTokensConnections(b *testing.B) { benchShareUnderFlood(b, floodConns) }
+func BenchmarkShareUnderFloodOfOneTokensConnections(b *testing.B) {
+	benchShareUnderFlood(b, floodConns)
+}
 
 const floodConns = 16
 
