@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,20 +128,36 @@ func registerWhileCollecting(t *testing.T, mp *sdkmetric.MeterProvider, reader *
 		}
 	}()
 	done := make(chan struct{})
+	var registered atomic.Int64
 	go func() {
 		defer close(done)
-		for range 200 {
+		for range 100 {
 			s, err := silo.New(silo.Options{DisableGateway: true}, silo.WithLogger(quiet), silo.WithMeterProvider(mp))
 			if !assert.NoError(t, err) {
 				return
 			}
 			assert.NoError(t, ratelimit.Register(s, ratelimit.Defaults{}))
+			registered.Add(1)
 		}
 	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("registering deadlocked with a collection") // both goroutines stay stuck
+	// Each collection reads every silo registered so far, so the
+	// registrations slow down as they go, more so on a loaded machine: a
+	// deadlock is no registration at all for a long while, not a slow
+	// total.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, still := int64(-1), 0
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-tick.C:
+			if n := registered.Load(); n != last {
+				last, still = n, 0
+			} else if still++; still == 20 {
+				t.Fatalf("registering deadlocked with a collection after %d registrations", n) // both goroutines stay stuck
+			}
+		}
 	}
 	close(stop)
 	<-collected
