@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
@@ -85,6 +86,9 @@ type fakeCluster struct {
 	callTimeout time.Duration
 	// downMethod names, per silo, a method its partition refuses as if down.
 	downMethod map[string]string
+	// heldDeactivations hold the deactivations of grains (by key) until
+	// the test closes the channel.
+	heldDeactivations map[string]chan struct{}
 }
 
 type fakeSilo struct {
@@ -112,6 +116,11 @@ func (s serveOf) Deliver(req *host.Request) {
 	var gate chan struct{}
 	if m := directorypb.DirectoryService.Method(req.MethodID); m != nil {
 		gate = s.c.gates[m.Desc.Name]
+		if in := (&directorypb.DeactivateRequest{}); m.Desc.Name == "Deactivate" && proto.Unmarshal(req.Payload, in) == nil {
+			if held := s.c.heldDeactivations[in.GetGrain().GetKey()]; held != nil {
+				gate = held
+			}
+		}
 	}
 	s.c.mu.Unlock()
 	if gate != nil {

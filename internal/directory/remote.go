@@ -449,7 +449,10 @@ func (d *Directory) merge(entries []*directorypb.Entry) {
 
 // duplicates are the duplicate activations on one silo that it is still
 // to be told to deactivate.
-type duplicates struct{ queue []duplicate }
+type duplicates struct {
+	queue []duplicate
+	more  chan struct{} // a token when queue grew; its asker takes it
+}
 
 type duplicate struct {
 	id actor.GrainID
@@ -475,12 +478,16 @@ func (d *Directory) deactivateDuplicate(id actor.GrainID, a Activation) {
 	d.mu.Lock()
 	q, asking := d.mu.duplicates[a.Silo]
 	if !asking {
-		q = &duplicates{}
+		q = &duplicates{more: make(chan struct{}, 1)}
 		d.mu.duplicates[a.Silo] = q
 	}
 	q.queue = append(q.queue, duplicate{id, a})
 	d.mu.Unlock()
 	if asking {
+		select {
+		case q.more <- struct{}{}:
+		default:
+		}
 		return
 	}
 	done := func() {
@@ -497,15 +504,42 @@ func (d *Directory) deactivateDuplicate(id actor.GrainID, a Activation) {
 	}
 }
 
-// tellDuplicates tells silo to deactivate the duplicates in q until q is
-// empty, which ends its asker, or a call fails in a way a later round may
-// not, which puts what was not told back in q for the next round.
+// tellDuplicates tells silo to deactivate the duplicates in q, up to
+// duplicateCalls at a time, each sent as soon as it is queued and a call
+// is free (one slow answer holds up no other), until q is empty and every
+// call has ended, which ends its asker. What failed in a way a later round
+// may not is put back in q, and the round ends with that error.
 func (d *Directory) tellDuplicates(ctx context.Context, silo string, q *duplicates) error {
+	type told struct {
+		dup duplicate
+		err error
+	}
+	ended := make(chan told, duplicateCalls) // never blocks a call: at most that many are under way
+	under := 0
+	var again []duplicate
+	var last error
 	for {
 		d.mu.Lock()
-		batch := q.queue
-		q.queue = nil
-		if len(batch) == 0 {
+		if len(q.queue) > 0 && under < duplicateCalls {
+			dup := q.queue[0]
+			q.queue = q.queue[1:]
+			d.mu.Unlock()
+			under++
+			go func() {
+				err := d.callLive(ctx, silo, func(ref directorypb.DirectoryRef) error {
+					_, err := ref.Deactivate(ctx, &directorypb.DeactivateRequest{Grain: pbGrain(dup.id), Activation: pbActivation(dup.a)}, d.callTimeout())
+					return err
+				})
+				ended <- told{dup, err}
+			}()
+			continue
+		}
+		if len(q.queue) == 0 && under == 0 {
+			if len(again) > 0 {
+				q.queue = again
+				d.mu.Unlock()
+				return last
+			}
 			if d.mu.duplicates[silo] == q {
 				delete(d.mu.duplicates, silo)
 			}
@@ -513,38 +547,18 @@ func (d *Directory) tellDuplicates(ctx context.Context, silo string, q *duplicat
 			return nil
 		}
 		d.mu.Unlock()
-
-		failed := make([]error, len(batch))
-		calls := make(chan struct{}, duplicateCalls)
-		var wg sync.WaitGroup
-		for i, dup := range batch {
-			calls <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-calls }()
-				failed[i] = d.callLive(ctx, silo, func(ref directorypb.DirectoryRef) error {
-					_, err := ref.Deactivate(ctx, &directorypb.DeactivateRequest{Grain: pbGrain(dup.id), Activation: pbActivation(dup.a)}, d.callTimeout())
-					return err
-				})
-			})
-		}
-		wg.Wait()
-		var again []duplicate
-		var last error
-		for i, err := range failed {
-			switch {
+		select {
+		case t := <-ended:
+			under--
+			switch err := t.err; {
 			case err == nil:
 			case retryable(err) || errors.Is(err, context.DeadlineExceeded):
-				again, last = append(again, batch[i]), err
+				again, last = append(again, t.dup), err
 			default:
 				d.log.Warn("directory: telling a duplicate to deactivate: failed", slog.String("silo", silo),
-					slog.String("grain", batch[i].id.String()), slog.Any("err", err))
+					slog.String("grain", t.dup.id.String()), slog.Any("err", err))
 			}
-		}
-		if len(again) > 0 {
-			d.mu.Lock()
-			q.queue = append(again, q.queue...)
-			d.mu.Unlock()
-			return last
+		case <-q.more:
 		}
 	}
 }

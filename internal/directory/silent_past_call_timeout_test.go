@@ -2,6 +2,7 @@ package directory
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,8 +28,14 @@ const (
 )
 
 func newSilentCluster(t *testing.T, ids ...string) *fakeCluster {
+	return newClusterTimingOut(t, silentCallTimeout, ids...)
+}
+
+// newClusterTimingOut returns a cluster whose directories' calls time out
+// after callTimeout.
+func newClusterTimingOut(t *testing.T, callTimeout time.Duration, ids ...string) *fakeCluster {
 	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool), refused: make(map[string]int),
-		gates: make(map[string]chan struct{}), callTimeout: silentCallTimeout, downMethod: make(map[string]string)}
+		gates: make(map[string]chan struct{}), callTimeout: callTimeout, downMethod: make(map[string]string)}
 	for _, id := range ids {
 		c.add(id, 1)
 	}
@@ -263,4 +270,31 @@ func TestTheDuplicatesOfOneSiloAreToldItByOneAsker(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "b deactivates every duplicate once it answers")
 	require.Eventually(t, func() bool { return a.dir.Stats().Asking == 0 }, 10*time.Second, time.Millisecond,
 		"the asker ends with the last answer")
+}
+
+// One duplicate whose deactivation is slow to be answered holds up no other
+// told to the same silo: each is sent as soon as it is queued, not in
+// rounds that wait for their slowest call (here up to its time out, half a
+// minute).
+func TestASlowDeactivationHoldsUpNoOtherToTheSameSilo(t *testing.T) {
+	c := newClusterTimingOut(t, time.Minute, "a", "b")
+	a, b := c.all()[0], c.all()[1]
+	slow, next := actor.GrainID{Type: "counter", Key: "slow"}, actor.GrainID{Type: "counter", Key: "next"}
+	held := make(chan struct{})
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(held) }) }) // before the cluster closes
+	c.mu.Lock()
+	c.heldDeactivations = map[string]chan struct{}{slow.Key: held}
+	c.mu.Unlock()
+	onB := b.dir.self
+	a.dir.deactivateDuplicate(slow, onB)
+	require.Eventually(t, func() bool { return a.dir.Stats().Asking == 1 }, 10*time.Second, time.Millisecond)
+	a.dir.deactivateDuplicate(next, onB)
+	require.Eventually(t, func() bool { return deactivated(b, next) }, 10*time.Second, time.Millisecond,
+		"the later duplicate is told while the slow one waits")
+	assert.False(t, deactivated(b, slow))
+	assert.EqualValues(t, 1, a.dir.Stats().Asking, "by the same asker")
+	release.Do(func() { close(held) })
+	require.Eventually(t, func() bool { return deactivated(b, slow) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return a.dir.Stats().Asking == 0 }, 10*time.Second, time.Millisecond)
 }
