@@ -63,12 +63,6 @@
 //
 // # Conflicts
 //
-// Open claims a state it finds stored: it gives it a new ETag
-// (ClaimingStore.Claim, or a write of the bytes it read) before it
-// returns, so that the newest record of a key is the one whose writes land
-// and a record opened before it, by an activation a silo still runs after
-// the cluster took it for dead, fails its next write with a conflict.
-//
 // A background write that conflicts is not retried; Record.Err reports it,
 // a function registered with Record.OnConflict is told of it, and Flush and
 // Close return it. The owner decides what to do, normally to deactivate

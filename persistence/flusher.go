@@ -52,7 +52,7 @@ type Flusher struct {
 	stopDone chan struct{}
 
 	stats struct {
-		attempted, succeeded, failed, dropped, claims atomic.Uint64
+		attempted, succeeded, failed, dropped atomic.Uint64
 	}
 
 	mu struct {
@@ -93,9 +93,6 @@ type FlusherStats struct {
 	// Dropped counts Records closed because their owner's schedule function
 	// reported that the owner was gone.
 	Dropped uint64
-	// Claims counts states that Open found stored and gave a new ETag
-	// (they are not counted as writes).
-	Claims uint64
 }
 
 // NewFlusher returns a Flusher that writes to store. It fills opts' zero
@@ -144,7 +141,6 @@ func (f *Flusher) Stats() FlusherStats {
 		WritesSucceeded: f.stats.succeeded.Load(),
 		WritesFailed:    f.stats.failed.Load(),
 		Dropped:         f.stats.dropped.Load(),
-		Claims:          f.stats.claims.Load(),
 	}
 }
 
@@ -272,15 +268,7 @@ func (f *Flusher) Unwritten(most int) (int, []Key) {
 // The flusher owns the returned slice and the owner must not change it.
 //
 // Open does not stop two records for one key: their writes would then
-// conflict, which is how a duplicate activation is detected. A state it
-// finds stored it claims (ClaimingStore): it gives the state a new ETag
-// before it returns, so that the last record opened is the one whose
-// writes land. A record opened earlier, by a second activation that a silo
-// the cluster took for dead still runs, then fails its next write with a
-// conflict; without the claim that write would pass the ETag check, since
-// the new owner has written nothing yet, and the new owner would go on
-// from the state before it. A state that changes between the read and the
-// claim is read again, up to claimAttempts times.
+// conflict, which is how a duplicate activation is detected.
 func (f *Flusher) Open(ctx context.Context, key Key, schedule func(fn func()) bool, snapshot func() ([]byte, error)) (*Record, []byte, error) {
 	if schedule == nil || snapshot == nil {
 		return nil, nil, errors.New("persistence: Open needs schedule and snapshot functions")
@@ -288,9 +276,12 @@ func (f *Flusher) Open(ctx context.Context, key Key, schedule func(fn func()) bo
 	if f.isStopping() {
 		return nil, nil, ErrClosed
 	}
-	data, etag, err := f.readClaimed(ctx, key)
-	if err != nil {
-		return nil, nil, err
+	data, etag, err := f.store.Read(ctx, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		data, etag = nil, ""
+	case err != nil:
+		return nil, nil, fmt.Errorf("persistence: read %s: %w", key, err)
 	}
 	r := &Record{flusher: f, key: key, schedule: schedule, snapshot: snapshot}
 	r.turnFn = r.turn
@@ -302,41 +293,6 @@ func (f *Flusher) Open(ctx context.Context, key Key, schedule func(fn func()) bo
 	}
 	f.mu.records[r] = struct{}{}
 	return r, data, nil
-}
-
-// claimAttempts is how many times Open reads a state that other writers
-// keep changing under its claim before it gives up.
-const claimAttempts = 3
-
-// readClaimed reads the state under key and, if one is stored, claims it.
-func (f *Flusher) readClaimed(ctx context.Context, key Key) ([]byte, string, error) {
-	for attempt := 1; ; attempt++ {
-		data, etag, err := f.store.Read(ctx, key)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			return nil, "", nil
-		case err != nil:
-			return nil, "", fmt.Errorf("persistence: read %s: %w", key, err)
-		}
-		claimed, err := f.claim(ctx, key, data, etag)
-		switch {
-		case err == nil:
-			f.stats.claims.Add(1)
-			return data, claimed, nil
-		case errors.Is(err, ErrConflict) && attempt < claimAttempts:
-			continue
-		default:
-			return nil, "", fmt.Errorf("persistence: claim %s: %w", key, err)
-		}
-	}
-}
-
-// claim gives the stored state data, read under etag, a new ETag.
-func (f *Flusher) claim(ctx context.Context, key Key, data []byte, etag string) (string, error) {
-	if c, ok := f.store.(ClaimingStore); ok {
-		return c.Claim(ctx, key, etag)
-	}
-	return f.store.Write(ctx, key, data, etag)
 }
 
 func (f *Flusher) isStopping() bool {

@@ -32,7 +32,7 @@ type memoryEntry struct {
 	etag string
 }
 
-var _ ClaimingStore = (*MemoryStore)(nil)
+var _ Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
@@ -78,28 +78,6 @@ func (s *MemoryStore) Write(ctx context.Context, key Key, data []byte, etag stri
 	newETag := strconv.FormatUint(s.mu.version, 10)
 	s.mu.entries[key] = memoryEntry{data: stored, etag: newETag}
 	return newETag, nil
-}
-
-// Claim gives the state under key a new ETag if etag matches the stored one,
-// keeping its data; otherwise, or with nothing stored, it returns a
-// *ConflictError.
-func (s *MemoryStore) Claim(ctx context.Context, key Key, etag string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	if etag == "" {
-		return "", errEmptyClaim
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.mu.entries[key]
-	if e.etag != etag {
-		return "", &ConflictError{Key: key, Expected: etag, Actual: e.etag}
-	}
-	s.mu.version++
-	e.etag = strconv.FormatUint(s.mu.version, 10)
-	s.mu.entries[key] = e
-	return e.etag, nil
 }
 
 // Delete removes the state under key if etag matches the stored ETag ("" if

@@ -19,10 +19,6 @@ var ErrConflict = errors.New("persistence: etag conflict")
 // with an error that matches it.
 var ErrClosed = errors.New("persistence: closed")
 
-// errEmptyClaim is what a ClaimingStore of this package answers to a claim
-// of nothing: only a stored state has an ETag to replace.
-var errEmptyClaim = errors.New("persistence: claim needs the ETag of a stored state")
-
 // Key names one piece of grain state: a grain may keep several named states,
 // each stored and versioned on its own.
 type Key struct {
@@ -77,24 +73,6 @@ type Store interface {
 	// Delete removes the state under key if the stored ETag equals etag.
 	// Deleting with etag "" when nothing is stored succeeds and does nothing.
 	Delete(ctx context.Context, key Key, etag string) error
-}
-
-// ClaimingStore is a Store that can give a stored state a new ETag without
-// writing its data, keeping any time to live it has (persistence/redisstore
-// and MemoryStore can). Flusher.Open claims every state it finds stored, so
-// that an activation fences the writers before it: a second activation
-// that a silo still runs after the cluster took it for dead then fails its
-// next write with a conflict instead of overwriting what the new
-// activation loaded. For a Store without Claim, Open writes the data it read
-// back under the ETag it read, which an ExpiringStore does without the
-// state's time to live until the owner's next write.
-type ClaimingStore interface {
-	Store
-	// Claim gives the state stored under key a new ETag if its stored
-	// ETag equals etag, and returns the new ETag; the data and its time to
-	// live stay as they are. A mismatch, nothing stored included, is a
-	// *ConflictError. etag must not be "".
-	Claim(ctx context.Context, key Key, etag string) (newETag string, err error)
 }
 
 // ExpiringStore is a Store that can give a stored state a time to live,

@@ -36,12 +36,6 @@ func TestWriteExpiringGivesTheKeyATimeToLive(t *testing.T) {
 		assert.LessOrEqual(t, got, int(time.Hour.Milliseconds()))
 	}
 
-	// An activation's claim (Flusher.Open) keeps the time to live: the
-	// state stays as worthless later as it was.
-	etag, err = s.Claim(bg, testKey, etag)
-	require.NoError(t, err)
-	assert.Greater(t, pttl(), int((59 * time.Minute).Milliseconds()), "a claim keeps the time to live")
-
 	etag, err = s.Write(bg, testKey, []byte("2"), etag)
 	require.NoError(t, err)
 	assert.Equal(t, -1, pttl(), "a plain write keeps the state for ever")

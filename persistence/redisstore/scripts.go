@@ -53,21 +53,6 @@ end
 return {1, ARGV[2]}
 `)
 
-// claimScript gives a stored state the proposed ETag, keeping its data and
-// its time to live (HSET leaves a key's expiry alone), if the stored ETag
-// matches; with nothing stored it is a conflict. As for a write, a stored
-// ETag equal to the proposed one means this very call already ran.
-var claimScript = redis.NewScript(checkPrelude + `
-if current == ARGV[2] then
-	return {1, current}
-end
-if current == '' or not matches then
-	return {0, current}
-end
-redis.call('HSET', KEYS[1], 'e', ARGV[2])
-return {1, ARGV[2]}
-`)
-
 // deleteScript removes the state if the stored ETag matches; with nothing
 // stored and "" expected, it succeeds and does nothing.
 var deleteScript = redis.NewScript(checkPrelude + `

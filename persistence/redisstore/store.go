@@ -33,10 +33,7 @@ type Store struct {
 	doubts     doubts
 }
 
-var (
-	_ persistence.ExpiringStore = (*Store)(nil)
-	_ persistence.ClaimingStore = (*Store)(nil)
-)
+var _ persistence.ExpiringStore = (*Store)(nil)
 
 // New returns a Store that connects to Redis as opts say, filling opts'
 // zero fields with defaults. It reports invalid options and does no I/O:
@@ -208,20 +205,6 @@ func (s *Store) Write(ctx context.Context, key persistence.Key, data []byte, eta
 func (s *Store) WriteExpiring(ctx context.Context, key persistence.Key, data []byte, etag string, ttl time.Duration) (string, error) {
 	newETag := rand.Text()
 	if err := s.checked(ctx, writeScript, "write", key, etag, newETag, data, ttl); err != nil {
-		return "", err
-	}
-	return newETag, nil
-}
-
-// Claim gives the state stored under key a new ETag if etag is the stored
-// one, keeping its data and its time to live, and returns the new ETag; a
-// mismatch, or nothing stored, is a *persistence.ConflictError.
-func (s *Store) Claim(ctx context.Context, key persistence.Key, etag string) (string, error) {
-	if etag == "" {
-		return "", fmt.Errorf("redisstore: claim %s: needs the ETag of a stored state", key)
-	}
-	newETag := rand.Text()
-	if err := s.checked(ctx, claimScript, "claim", key, etag, newETag, nil, 0); err != nil {
 		return "", err
 	}
 	return newETag, nil

@@ -2,7 +2,6 @@ package storetest_test
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"strconv"
 	"sync"
@@ -41,7 +40,6 @@ var flaws = []string{
 	"loses-empty-values",
 	"truncates-large-values",
 	"close-does-nothing",
-	"claim-keeps-etag",
 }
 
 func newFlawedStore(flaw string) *flawedStore {
@@ -121,19 +119,16 @@ func (s *flawedStore) Write(ctx context.Context, k persistence.Key, data []byte,
 			return "1", nil
 		}
 	}
-	newETag := s.nextETag(mk)
-	s.mu.entries[mk] = flawedEntry{data: stored, etag: newETag}
-	return newETag, nil
-}
-
-// nextETag returns the ETag of the next change under mk; s.mu is held.
-func (s *flawedStore) nextETag(mk string) string {
+	var newETag string
 	if s.flaw == "reuses-etags-after-delete" {
 		s.mu.perKey[mk]++
-		return strconv.Itoa(s.mu.perKey[mk])
+		newETag = strconv.Itoa(s.mu.perKey[mk])
+	} else {
+		s.mu.version++
+		newETag = strconv.Itoa(s.mu.version)
 	}
-	s.mu.version++
-	return strconv.Itoa(s.mu.version)
+	s.mu.entries[mk] = flawedEntry{data: stored, etag: newETag}
+	return newETag, nil
 }
 
 func (s *flawedStore) Delete(ctx context.Context, k persistence.Key, etag string) error {
@@ -150,28 +145,6 @@ func (s *flawedStore) Delete(ctx context.Context, k persistence.Key, etag string
 	delete(s.mu.entries, mk)
 	delete(s.mu.perKey, mk)
 	return nil
-}
-
-func (s *flawedStore) Claim(ctx context.Context, k persistence.Key, etag string) (string, error) {
-	if err := s.check(ctx); err != nil {
-		return "", err
-	}
-	if etag == "" {
-		return "", errors.New("flawedStore: a claim of nothing")
-	}
-	mk := s.mapKey(k)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.mu.entries[mk]
-	if (!ok || e.etag != etag) && s.flaw != "ignores-etag" {
-		return "", &persistence.ConflictError{Key: k, Expected: etag, Actual: e.etag}
-	}
-	if s.flaw == "claim-keeps-etag" {
-		return etag, nil
-	}
-	e.etag = s.nextETag(mk)
-	s.mu.entries[mk] = e
-	return e.etag, nil
 }
 
 func (s *flawedStore) Close() error {

@@ -46,7 +46,6 @@ var cases = []struct {
 	{"CancelledContext", testCancelledContext},
 	{"ExpiredDeadline", testExpiredDeadline},
 	{"Closed", testClosed},
-	{"Claim", testClaim},
 }
 
 var key = persistence.Key{GrainType: "storetest.Counter", GrainKey: "k1", Name: "state"}
@@ -80,39 +79,6 @@ func requireMissing(t *testing.T, s persistence.Store, key persistence.Key) {
 	require.ErrorIs(t, err, persistence.ErrNotFound, key.String())
 	assert.Nil(t, data, key.String())
 	assert.Empty(t, etag, key.String())
-}
-
-// testClaim checks a ClaimingStore's Claim: a new ETag over the same data,
-// after which the ETag before it conflicts; a stale ETag or nothing stored
-// conflicts and changes nothing. A store without Claim skips it.
-func testClaim(t *testing.T, s persistence.Store) {
-	c, ok := s.(persistence.ClaimingStore)
-	if !ok {
-		t.Skip("the store has no Claim")
-	}
-	ctx := context.Background()
-	_, err := c.Claim(ctx, key, "")
-	require.Error(t, err, "a claim of nothing")
-	_, err = c.Claim(ctx, key, "no-such-etag")
-	requireConflict(t, err, key, "no-such-etag", "")
-	requireMissing(t, s, key)
-
-	first, err := s.Write(ctx, key, []byte("v1"), "")
-	require.NoError(t, err)
-	claimed, err := c.Claim(ctx, key, first)
-	require.NoError(t, err)
-	assert.NotEqual(t, first, claimed, "a claim gives a new ETag")
-	requireStored(t, s, key, []byte("v1"), claimed)
-
-	_, err = s.Write(ctx, key, []byte("stale"), first)
-	requireConflict(t, err, key, first, claimed)
-	_, err = c.Claim(ctx, key, first)
-	requireConflict(t, err, key, first, claimed)
-	requireStored(t, s, key, []byte("v1"), claimed)
-
-	next, err := s.Write(ctx, key, []byte("v2"), claimed)
-	require.NoError(t, err, "the claimer writes on with its ETag")
-	requireStored(t, s, key, []byte("v2"), next)
 }
 
 func testReadMissing(t *testing.T, s persistence.Store) {
@@ -397,10 +363,6 @@ func testRefusedContext(t *testing.T, s persistence.Store, ctx context.Context, 
 	_, err = s.Write(ctx, other, []byte("lost"), "")
 	assert.ErrorIs(t, err, want, "Write of a new key")
 	assert.ErrorIs(t, s.Delete(ctx, key, etag), want, "Delete")
-	if c, ok := s.(persistence.ClaimingStore); ok {
-		_, err = c.Claim(ctx, key, etag)
-		assert.ErrorIs(t, err, want, "Claim")
-	}
 
 	requireStored(t, s, key, []byte("kept"), etag)
 	requireMissing(t, s, other)
@@ -434,11 +396,7 @@ func testClosed(t *testing.T, s persistence.Store) {
 	_, _, readErr := s.Read(ctx, key)
 	_, writeErr := s.Write(ctx, key, []byte("y"), etag)
 	deleteErr := s.Delete(ctx, key, etag)
-	errs := map[string]error{"Read": readErr, "Write": writeErr, "Delete": deleteErr}
-	if claimer, ok := s.(persistence.ClaimingStore); ok {
-		_, errs["Claim"] = claimer.Claim(ctx, key, etag)
-	}
-	for op, err := range errs {
+	for op, err := range map[string]error{"Read": readErr, "Write": writeErr, "Delete": deleteErr} {
 		assert.ErrorIs(t, err, persistence.ErrClosed, "%s after Close", op)
 		assert.False(t, errors.Is(err, persistence.ErrNotFound) || errors.Is(err, persistence.ErrConflict),
 			"%s after Close: a closed store answers closed, not with a verdict on the data: %v", op, err)
