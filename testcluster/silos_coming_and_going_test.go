@@ -34,9 +34,9 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 		t.Skip("churns a cluster for some seconds")
 	}
 	const (
-		grains      = 200
-		workers     = 6
-		steps       = 10
+		grains  = 200
+		workers = 6
+		steps   = 10
 		// maxLive bounds the cluster the steps grow: past it, a step
 		// that would add a silo stops or kills one instead. Nine or ten
 		// silos in one race-instrumented process with one P beside a
@@ -46,7 +46,7 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 		// and calls failed on the links that each false death closed.
 		// That is the machine's limit, not the directory's; six silos
 		// still churn every range.
-		maxLive = 6
+		maxLive     = 6
 		callTimeout = 2 * time.Second
 		flushPeriod = 50 * time.Millisecond
 	)
