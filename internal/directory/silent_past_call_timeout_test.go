@@ -109,21 +109,9 @@ func TestARebuildAsksASilentSiloPastTheCallTimeout(t *testing.T) {
 // deactivate it once it answers.
 func TestADuplicateIsToldToDeactivatePastTheCallTimeout(t *testing.T) {
 	c := newSilentCluster(t, "a", "b", "c")
-	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	a, b := c.all()[0], c.all()[1]
 	id := grainsOwnedBy("a", 1, "a", "b", "c")[0]
-	require.Empty(t, register(t, b, id))
-	noB := without(c.view(), nil, "b")
-	a.dir.SetView(noB)
-	cc.dir.SetView(noB)
-	require.Empty(t, register(t, cc, id))
-
-	// b answers what it hosts, and not the deactivation.
-	c.mu.Lock()
-	c.downMethod["b"] = "Deactivate"
-	c.mu.Unlock()
-	back := c.view()
-	a.dir.SetView(back)
-	cc.dir.SetView(back)
+	duplicatesOnB(t, c, []actor.GrainID{id})
 	c.waitRefused("b", silentTries, "a tells b to deactivate past its call time")
 	assert.EqualValues(t, 1, a.dir.Stats().Conflicts, "a found the duplicate")
 	assert.False(t, deactivated(b, id))
@@ -132,6 +120,30 @@ func TestADuplicateIsToldToDeactivatePastTheCallTimeout(t *testing.T) {
 	c.mu.Unlock()
 	require.Eventually(t, func() bool { return deactivated(b, id) }, 10*time.Second, time.Millisecond,
 		"b deactivates its duplicate once it answers")
+}
+
+// duplicatesOnB makes each of ids, grains a owns, a duplicate on b that a
+// finds: b registers them, a and c take b for dead and c registers them
+// again, and then b, which answers what it hosts and refuses to
+// deactivate anything, is in their views again.
+func duplicatesOnB(t *testing.T, c *fakeCluster, ids []actor.GrainID) {
+	t.Helper()
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	for _, id := range ids {
+		require.Empty(t, register(t, b, id))
+	}
+	noB := without(c.view(), nil, "b")
+	a.dir.SetView(noB)
+	cc.dir.SetView(noB)
+	for _, id := range ids {
+		require.Empty(t, register(t, cc, id), "with b's entry dropped, c activates the grain again: a duplicate")
+	}
+	c.mu.Lock()
+	c.downMethod["b"] = "Deactivate"
+	c.mu.Unlock()
+	back := c.view()
+	a.dir.SetView(back)
+	cc.dir.SetView(back)
 }
 
 // An answer that comes after the range moved on goes to the range's new
@@ -236,24 +248,9 @@ func grainOwnedWithout(t *testing.T, owner, heir string, ids ...string) actor.Gr
 func TestTheDuplicatesOfOneSiloAreToldItByOneAsker(t *testing.T) {
 	const n = 40
 	c := newSilentCluster(t, "a", "b", "c")
-	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	a, b := c.all()[0], c.all()[1]
 	ids := grainsOwnedBy("a", n, "a", "b", "c")
-	for _, id := range ids {
-		require.Empty(t, register(t, b, id))
-	}
-	noB := without(c.view(), nil, "b")
-	a.dir.SetView(noB)
-	cc.dir.SetView(noB)
-	for _, id := range ids {
-		require.Empty(t, register(t, cc, id))
-	}
-
-	c.mu.Lock()
-	c.downMethod["b"] = "Deactivate"
-	c.mu.Unlock()
-	back := c.view()
-	a.dir.SetView(back)
-	cc.dir.SetView(back)
+	duplicatesOnB(t, c, ids)
 	c.waitRefused("b", 3*n, "a tells b to deactivate its duplicates, round after round")
 	assert.EqualValues(t, n, a.dir.Stats().Conflicts, "a found every duplicate")
 	assert.EqualValues(t, 1, a.dir.Stats().Asking, "one asker tells b all of them")
