@@ -169,10 +169,12 @@ type Directory struct {
 		// unregistering holds, per grain, a channel closed when the last
 		// unregistration this silo sent for it has been answered.
 		unregistering map[actor.GrainID]chan struct{}
-		// duplicates holds, per silo, the duplicates it is still to be
-		// told to deactivate, and exists while one asker tells it them
-		// (deactivateDuplicate).
-		duplicates map[string]*duplicates
+		// duplicates holds, per silo and generation, the duplicates it is
+		// still to be told to deactivate, and exists while one asker tells
+		// it them (deactivateDuplicate). The generation is in the key: an
+		// asker ends when its silo's generation leaves the view, and what
+		// it drops then must be only what died with that generation.
+		duplicates map[Activation]*duplicates
 	}
 	stats counters
 }
@@ -253,7 +255,7 @@ func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Di
 	d.mu.unseen = make(map[ring.Silo]time.Time)
 	d.mu.unregistering = make(map[actor.GrainID]chan struct{})
 	d.mu.registrar = make(map[actor.GrainID]Activation)
-	d.mu.duplicates = make(map[string]*duplicates)
+	d.mu.duplicates = make(map[Activation]*duplicates)
 	return d
 }
 

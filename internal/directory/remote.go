@@ -476,10 +476,10 @@ func (d *Directory) deactivateDuplicate(id actor.GrainID, a Activation) {
 		return
 	}
 	d.mu.Lock()
-	q, asking := d.mu.duplicates[a.Silo]
+	q, asking := d.mu.duplicates[a]
 	if !asking {
 		q = &duplicates{more: make(chan struct{}, 1)}
-		d.mu.duplicates[a.Silo] = q
+		d.mu.duplicates[a] = q
 	}
 	q.queue = append(q.queue, duplicate{id, a})
 	d.mu.Unlock()
@@ -492,13 +492,13 @@ func (d *Directory) deactivateDuplicate(id actor.GrainID, a Activation) {
 	}
 	done := func() {
 		d.mu.Lock()
-		if d.mu.duplicates[a.Silo] == q {
-			delete(d.mu.duplicates, a.Silo)
+		if d.mu.duplicates[a] == q {
+			delete(d.mu.duplicates, a)
 		}
 		d.mu.Unlock()
 	}
 	if !d.untilAnswered(a.Silo, "directory: telling a duplicate to deactivate", func(ctx context.Context) error {
-		return d.tellDuplicates(ctx, a.Silo, q)
+		return d.tellDuplicates(ctx, a, q)
 	}, done) {
 		done()
 	}
@@ -509,7 +509,8 @@ func (d *Directory) deactivateDuplicate(id actor.GrainID, a Activation) {
 // is free (one slow answer holds up no other), until q is empty and every
 // call has ended, which ends its asker. What failed in a way a later round
 // may not is put back in q, and the round ends with that error.
-func (d *Directory) tellDuplicates(ctx context.Context, silo string, q *duplicates) error {
+func (d *Directory) tellDuplicates(ctx context.Context, on Activation, q *duplicates) error {
+	silo := on.Silo
 	type told struct {
 		dup duplicate
 		err error
@@ -540,8 +541,8 @@ func (d *Directory) tellDuplicates(ctx context.Context, silo string, q *duplicat
 				d.mu.Unlock()
 				return last
 			}
-			if d.mu.duplicates[silo] == q {
-				delete(d.mu.duplicates, silo)
+			if d.mu.duplicates[on] == q {
+				delete(d.mu.duplicates, on)
 			}
 			d.mu.Unlock()
 			return nil

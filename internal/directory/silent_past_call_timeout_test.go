@@ -295,3 +295,38 @@ func TestASlowDeactivationHoldsUpNoOtherToTheSameSilo(t *testing.T) {
 	require.Eventually(t, func() bool { return deactivated(b, slow) }, 10*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool { return a.dir.Stats().Asking == 0 }, 10*time.Second, time.Millisecond)
 }
+
+// A duplicate on a silo's new generation is told to deactivate even while
+// the asker for its old generation, which died silent, is still at work:
+// that asker ends with its generation and drops what it still held, which
+// must not include the new generation's duplicates.
+func TestADuplicateOnARestartedSiloOutlivesTheAskerOfItsOldGeneration(t *testing.T) {
+	c := newSilentCluster(t, "a", "b")
+	a := c.all()[0]
+	old, fresh := actor.GrainID{Type: "counter", Key: "old"}, actor.GrainID{Type: "counter", Key: "fresh"}
+	c.mu.Lock()
+	c.downMethod["b"] = "Deactivate"
+	c.mu.Unlock()
+	a.dir.deactivateDuplicate(old, Activation{Silo: "b", Generation: 1})
+	c.waitRefused("b", 2, "a asks b's first generation, round after round")
+
+	// b restarts under generation 2, still refusing deactivations for a while.
+	b2 := c.add("b", 2)
+	c.mu.Lock()
+	c.order = slices.DeleteFunc(c.order, func(id string) bool { return id == "b" })
+	c.order = append(c.order, "b")
+	c.mu.Unlock()
+	a.dir.SetView(c.view())
+	c.mu.Lock()
+	before := c.refused["b"]
+	c.mu.Unlock()
+	a.dir.deactivateDuplicate(fresh, b2.dir.self)
+	// The first generation's asker ends with it after one more refused
+	// round; the second's asks on, round after round.
+	c.waitRefused("b", before+4, "a asks b's second generation, round after round")
+	c.mu.Lock()
+	delete(c.downMethod, "b")
+	c.mu.Unlock()
+	require.Eventually(t, func() bool { return deactivated(b2, fresh) }, 10*time.Second, time.Millisecond,
+		"the new generation's duplicate is told once b answers")
+}
