@@ -25,6 +25,12 @@ func startSharedSilo(t *testing.T, limits silo.Limits, tokens ...silo.ClientToke
 	return startSilo(t, envConfig{opts: opts, siloOpts: []silo.Option{silo.WithShareClock(shareClock)}}), shareClock
 }
 
+// addOne adds 1 to the counter key through c.
+func addOne(ctx context.Context, c *client.Client, key string) error {
+	_, err := testgrain.NewCounterRef(c, key).Add(ctx, &testgrain.AddRequest{Delta: 1})
+	return err
+}
+
 // quietEpochs lets every connection's last request age out of the
 // shares: the connection that calls next is busy alone.
 func quietEpochs(c *clock.Fake) {
@@ -42,25 +48,21 @@ func TestAFlooderOfNewActivationsGetsItsShareAndTheOtherConnectionIsAdmitted(t *
 	e, shareClock := startSharedSilo(t, silo.Limits{SharedActivations: 2})
 	flood, other := e.client(client.Options{}), e.client(client.Options{})
 	ctx := context.Background()
-	add := func(c *client.Client, key string) error {
-		_, err := testgrain.NewCounterRef(c, key).Add(ctx, &testgrain.AddRequest{Delta: 1})
-		return err
-	}
-	require.NoError(t, add(flood, "active"))
-	require.NoError(t, add(other, "other-active"))
+	require.NoError(t, addOne(ctx, flood, "active"))
+	require.NoError(t, addOne(ctx, other, "other-active"))
 
 	// Two connections busy: a share of one new activation each.
 	held := blockOn(ctx, testgrain.NewCounterRef(flood, "new-held"), "held")
 	require.Equal(t, "held", <-e.gate.Entered())
 	for i := range 3 {
-		err := add(flood, fmt.Sprint("new-", i))
+		err := addOne(ctx, flood, fmt.Sprint("new-", i))
 		require.ErrorIs(t, err, proxy.ErrOverloaded, "the flooder's new activation %d", i)
 		assert.Contains(t, err.Error(), "its share while 2 clients are busy")
 	}
-	require.NoError(t, add(flood, "active"), "a call to an active grain is no new activation")
+	require.NoError(t, addOne(ctx, flood, "active"), "a call to an active grain is no new activation")
 	for i := range 5 {
-		require.NoError(t, add(other, fmt.Sprint("other-new-", i)), "the other connection's new grain %d", i)
-		require.NoError(t, add(other, "other-active"))
+		require.NoError(t, addOne(ctx, other, fmt.Sprint("other-new-", i)), "the other connection's new grain %d", i)
+		require.NoError(t, addOne(ctx, other, "other-active"))
 	}
 	st := e.silo.Stats()
 	assert.EqualValues(t, 3, st.Rejected.OverShare)
@@ -72,7 +74,7 @@ func TestAFlooderOfNewActivationsGetsItsShareAndTheOtherConnectionIsAdmitted(t *
 	e.gate.Release("held")
 	require.NoError(t, <-held)
 	<-e.gate.Exited()
-	require.NoError(t, add(flood, "new-0"))
+	require.NoError(t, addOne(ctx, flood, "new-0"))
 
 	// Alone, the flooder may have more new activations under way.
 	quietEpochs(shareClock)
@@ -143,20 +145,16 @@ func TestTheConnectionsOfOneCredentialShareOneClientsShare(t *testing.T) {
 	flood1, flood2 := e.client(client.Options{Token: &trustToken}), e.client(client.Options{Token: &trustToken})
 	other := e.client(client.Options{Token: &otherToken})
 	ctx := context.Background()
-	add := func(c *client.Client, key string) error {
-		_, err := testgrain.NewCounterRef(c, key).Add(ctx, &testgrain.AddRequest{Delta: 1})
-		return err
-	}
-	require.NoError(t, add(flood1, "active"))
-	require.NoError(t, add(flood2, "active"))
-	require.NoError(t, add(other, "other-active"))
+	require.NoError(t, addOne(ctx, flood1, "active"))
+	require.NoError(t, addOne(ctx, flood2, "active"))
+	require.NoError(t, addOne(ctx, other, "other-active"))
 
 	held := blockOn(ctx, testgrain.NewCounterRef(flood1, "new-held"), "held")
 	require.Equal(t, "held", <-e.gate.Entered())
-	err := add(flood2, "new-on-the-second-connection")
+	err := addOne(ctx, flood2, "new-on-the-second-connection")
 	require.ErrorIs(t, err, proxy.ErrOverloaded, "the first connection holds the client's share")
 	assert.Contains(t, err.Error(), "1 new activations under way for this client, its share while 2 clients are busy")
-	require.NoError(t, add(other, "other-new"), "the other client has a share of its own")
+	require.NoError(t, addOne(ctx, other, "other-new"), "the other client has a share of its own")
 
 	// In flight, the two connections together have one share too.
 	e.gate.Release("held")
@@ -177,7 +175,7 @@ func TestTheConnectionsOfOneCredentialShareOneClientsShare(t *testing.T) {
 	_, err = testgrain.NewCounterRef(flood2, "active").Get(ctx, &testgrain.GetRequest{})
 	require.ErrorIs(t, err, proxy.ErrOverloaded)
 	assert.Contains(t, err.Error(), fmt.Sprintf("%d calls in flight for this client", rpc.MinInFlightShare))
-	require.NoError(t, add(other, "other-active"), "the other client's call is admitted")
+	require.NoError(t, addOne(ctx, other, "other-active"), "the other client's call is admitted")
 	e.gate.Open()
 	for _, done := range dones {
 		require.NoError(t, <-done)
