@@ -422,12 +422,22 @@ func (d *Directory) hosted(ranges []ring.Range) []*directorypb.Entry {
 // activation of a grain, that one stays, and the other, a duplicate, is
 // told to deactivate.
 func (d *Directory) merge(entries []*directorypb.Entry) {
-	type loser struct {
-		id actor.GrainID
-		a  Activation
-	}
-	var losers []loser
 	d.mu.Lock()
+	losers := d.mergeLocked(entries)
+	d.mu.Unlock()
+	d.deactivateLosers(losers)
+}
+
+// duplicate is an activation of a grain that another one holds the
+// registration of.
+type duplicate struct {
+	id actor.GrainID
+	a  Activation
+}
+
+// mergeLocked is merge's part under the lock: it returns the duplicates
+// found, for deactivateLosers.
+func (d *Directory) mergeLocked(entries []*directorypb.Entry) (losers []duplicate) {
 	for _, e := range entries {
 		id, a := grainOf(e.GetGrain()), activationOf(e.GetActivation())
 		if !d.liveLocked(a) {
@@ -435,12 +445,16 @@ func (d *Directory) merge(entries []*directorypb.Entry) {
 		}
 		if cur, ok := d.mu.partition[id]; ok && d.liveLocked(cur) && cur != a {
 			d.stats.conflicts.Add(1)
-			losers = append(losers, loser{id, a})
+			losers = append(losers, duplicate{id, a})
 			continue
 		}
 		d.mu.partition[id] = a
 	}
-	d.mu.Unlock()
+	return losers
+}
+
+// deactivateLosers tells the duplicates a merge found to deactivate.
+func (d *Directory) deactivateLosers(losers []duplicate) {
 	for _, l := range losers {
 		d.log.Warn("directory: duplicate activation: the later one deactivates", slog.String("grain", l.id.String()), slog.String("silo", l.a.Silo))
 		d.deactivateDuplicate(l.id, l.a)
@@ -452,11 +466,6 @@ func (d *Directory) merge(entries []*directorypb.Entry) {
 type duplicates struct {
 	queue []duplicate
 	more  chan struct{} // a token when queue grew; its asker takes it
-}
-
-type duplicate struct {
-	id actor.GrainID
-	a  Activation
 }
 
 // duplicateCalls is how many deactivations one asker has in flight to its

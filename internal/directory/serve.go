@@ -62,16 +62,26 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 		return &directorypb.UnregisterReply{}, nil, false
 	case *directorypb.HandoffRequest:
 		d.stats.handoffsReceived.Add(1)
-		d.merge(in.GetEntries())
 		ranges := make([]ring.Range, 0, len(in.GetRanges()))
 		for _, r := range in.GetRanges() {
 			ranges = append(ranges, ring.Range{First: r.GetFirst(), Last: r.GetLast()})
 		}
 		from := in.GetFrom()
-		d.mu.Lock()
 		s := ring.Silo{ID: from.GetSilo(), Generation: from.GetGeneration()}
-		d.mu.received[s] = append(d.mu.received[s], ranges...)
+		d.mu.Lock()
+		losers := d.mergeLocked(in.GetEntries())
+		// Only what this silo's view does not give it yet is remembered,
+		// for the view that will (SetView), in the same critical section
+		// as the entries: a view in between must see both or neither. A
+		// range it owns now is done with once released.
+		owned := d.mu.ring.Ranges(d.self.Silo)
+		for _, r := range ranges {
+			if !covered(r, owned) {
+				d.mu.received[s] = append(d.mu.received[s], r)
+			}
+		}
 		d.mu.Unlock()
+		d.deactivateLosers(losers)
 		d.release(ranges)
 		unfilled := make([]ring.Range, 0, len(in.GetUnfilled()))
 		for _, r := range in.GetUnfilled() {

@@ -122,9 +122,18 @@ func (d *Directory) SetView(v cluster.View) {
 			rebuild = append(rebuild, m.Range)
 		}
 	}
-	for s := range d.mu.received {
+	// A range handed over ahead of this silo's view is remembered until a
+	// view gives it to this silo (the view caught up) or its sender leaves.
+	owned := newRing.Ranges(d.self.Silo)
+	for s, rs := range d.mu.received {
 		if !d.liveSiloLocked(s) {
 			delete(d.mu.received, s)
+			continue
+		}
+		if rs = slices.DeleteFunc(rs, func(r ring.Range) bool { return covered(r, owned) }); len(rs) == 0 {
+			delete(d.mu.received, s)
+		} else {
+			d.mu.received[s] = rs
 		}
 	}
 	d.forgetUnfilledLocked(rebuild)
@@ -189,7 +198,7 @@ func (d *Directory) SetView(v cluster.View) {
 	}
 	for id, a := range d.mu.partition {
 		owner, ok := newRing.OwnerOf(id)
-		if !ok || owner.ID == d.self.Silo {
+		if !ok || owner.ID == d.self.Silo || d.aheadLocked(ring.Hash(id)) {
 			continue
 		}
 		batchFor(owner.ID).entries[id] = a
@@ -344,6 +353,21 @@ func (d *Directory) byOwner(entries []*directorypb.Entry) (mine []*directorypb.E
 // receivedLocked reports whether from handed r over already.
 func (d *Directory) receivedLocked(from ring.Silo, r ring.Range) bool {
 	return covered(r, d.mu.received[from])
+}
+
+// aheadLocked reports whether h lies in a range a live silo handed over
+// ahead of this silo's view. Its entries stay for the view that gives this
+// silo the range: handed on by a view in between, they would be gone when
+// that view takes the range for handed over.
+func (d *Directory) aheadLocked(h uint64) bool {
+	for _, rs := range d.mu.received {
+		for _, r := range rs {
+			if r.Contains(h) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // unfilledLocked reports whether a silo handed over part of r as unfilled.
