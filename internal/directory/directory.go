@@ -185,7 +185,6 @@ type hold struct {
 	r          ring.Range
 	from       ring.Silo
 	rebuilding bool
-	timer      clock.Timer
 }
 
 // parked is an operation that waits for its grain's range to be released.
@@ -283,12 +282,7 @@ func (d *Directory) Close() {
 	}
 	d.mu.closed = true
 	d.cancel()
-	for _, h := range d.mu.holds {
-		if h.timer != nil {
-			h.timer.Stop()
-		}
-	}
-	d.mu.holds = nil
+	d.mu.holds = nil // a handoff timer that fires later finds nothing
 	parked := d.mu.parked
 	d.mu.parked = nil
 	lookups := d.mu.lookups

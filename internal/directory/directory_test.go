@@ -89,6 +89,9 @@ type fakeCluster struct {
 	// heldDeactivations hold the deactivations of grains (by key) until
 	// the test closes the channel.
 	heldDeactivations map[string]chan struct{}
+	// served counts the requests each silo's partition was sent, by
+	// method name.
+	served map[string]map[string]int
 }
 
 type fakeSilo struct {
@@ -115,6 +118,13 @@ func (s serveOf) Deliver(req *host.Request) {
 	}
 	var gate chan struct{}
 	if m := directorypb.DirectoryService.Method(req.MethodID); m != nil {
+		if s.c.served == nil {
+			s.c.served = make(map[string]map[string]int)
+		}
+		if s.c.served[s.to] == nil {
+			s.c.served[s.to] = make(map[string]int)
+		}
+		s.c.served[s.to][string(m.Desc.Name)]++
 		gate = s.c.gates[m.Desc.Name]
 		if in := (&directorypb.DeactivateRequest{}); m.Desc.Name == "Deactivate" && proto.Unmarshal(req.Payload, in) == nil {
 			if held := s.c.heldDeactivations[in.GetGrain().GetKey()]; held != nil {
@@ -196,6 +206,13 @@ func (c *fakeCluster) viewWith(statuses map[string]cluster.Status) cluster.View 
 	}
 	sort.Slice(v.Members, func(i, j int) bool { return v.Members[i].ID < v.Members[j].ID })
 	return v
+}
+
+// servedCount is how many requests of method silo's partition was sent.
+func (c *fakeCluster) servedCount(silo, method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.served[silo][method]
 }
 
 // setView gives every silo the same view.

@@ -579,9 +579,6 @@ func (d *Directory) release(ranges []ring.Range) {
 	kept := d.mu.holds[:0]
 	for _, h := range d.mu.holds {
 		if covered(h.r, ranges) {
-			if h.timer != nil {
-				h.timer.Stop()
-			}
 			continue
 		}
 		kept = append(kept, h)

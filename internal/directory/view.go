@@ -96,7 +96,7 @@ func (d *Directory) SetView(v cluster.View) {
 
 	// Ranges gained: wait for the handoff of a live previous owner, or
 	// rebuild what a dead one held.
-	var rebuild []ring.Range
+	var rebuild, waiting []ring.Range
 	for _, m := range ring.Diff(oldRing, newRing) {
 		if m.To.ID != d.self.Silo || m.From == m.To {
 			continue
@@ -113,10 +113,8 @@ func (d *Directory) SetView(v cluster.View) {
 			// Handed over already, before this silo's view caught up (the
 			// silo may even be gone by now).
 		case d.liveSiloLocked(m.From):
-			hd := hold{r: m.Range, from: m.From}
-			r := m.Range
-			hd.timer = d.clock.AfterFunc(d.opts.HandoffWait, func() { d.handoffOverdue(r) })
-			d.mu.holds = append(d.mu.holds, hd)
+			d.mu.holds = append(d.mu.holds, hold{r: m.Range, from: m.From})
+			waiting = append(waiting, m.Range)
 		default:
 			d.mu.holds = append(d.mu.holds, hold{r: m.Range, from: m.From, rebuilding: true})
 			rebuild = append(rebuild, m.Range)
@@ -136,15 +134,17 @@ func (d *Directory) SetView(v cluster.View) {
 			d.mu.received[s] = rs
 		}
 	}
+	if len(waiting) > 0 {
+		// One timer for the view's ranges: those still waiting when it
+		// fires are rebuilt together, each live silo asked once.
+		d.clock.AfterFunc(d.opts.HandoffWait, func() { d.handoffOverdue(waiting) })
+	}
 	d.forgetUnfilledLocked(rebuild)
 	// A live silo that was to hand a range over and died meanwhile will
 	// not: rebuild it.
 	for i := range d.mu.holds {
 		h := &d.mu.holds[i]
 		if !h.rebuilding && !d.liveSiloLocked(h.from) {
-			if h.timer != nil {
-				h.timer.Stop()
-			}
 			h.rebuilding = true
 			rebuild = append(rebuild, h.r)
 		}
@@ -161,9 +161,6 @@ func (d *Directory) SetView(v cluster.View) {
 	kept := d.mu.holds[:0]
 	for _, h := range d.mu.holds {
 		if owner, ok := newRing.Owner(h.r.First); !ok || owner.ID != d.self.Silo {
-			if h.timer != nil {
-				h.timer.Stop()
-			}
 			released = append(released, h.r)
 			continue
 		}
@@ -412,9 +409,6 @@ func (d *Directory) receivedUnfilled(from ring.Silo, ranges []ring.Range) {
 		if h.rebuilding || !overlapsAny(h.r, ranges) {
 			continue
 		}
-		if h.timer != nil {
-			h.timer.Stop()
-		}
 		h.rebuilding = true
 		rebuild = append(rebuild, h.r)
 	}
@@ -435,20 +429,22 @@ func (d *Directory) liveSiloLocked(s ring.Silo) bool {
 	return ok && gen == s.Generation
 }
 
-// handoffOverdue rebuilds a range whose previous owner, alive, did not hand
-// it over in time.
-func (d *Directory) handoffOverdue(r ring.Range) {
+// handoffOverdue rebuilds the ranges, of those one view made wait, that
+// are still waiting for the handoff of their previous owner, alive, which
+// did not come in time.
+func (d *Directory) handoffOverdue(ranges []ring.Range) {
 	d.mu.Lock()
-	found := false
+	var rebuild []ring.Range
 	for i := range d.mu.holds {
-		if h := &d.mu.holds[i]; h.r == r && !h.rebuilding {
-			h.rebuilding, found = true, true
+		if h := &d.mu.holds[i]; !h.rebuilding && slices.Contains(ranges, h.r) {
+			h.rebuilding = true
+			rebuild = append(rebuild, h.r)
 		}
 	}
 	d.mu.Unlock()
-	if found {
-		d.log.Info("directory: handoff overdue: rebuilding the range from what the silos host", slog.Uint64("first", r.First), slog.Uint64("last", r.Last))
-		d.goRemote(func(ctx context.Context) { d.rebuild(ctx, []ring.Range{r}) })
+	if len(rebuild) > 0 {
+		d.log.Info("directory: handoff overdue: rebuilding the ranges from what the silos host", slog.Int("ranges", len(rebuild)))
+		d.goRemote(func(ctx context.Context) { d.rebuild(ctx, rebuild) })
 	}
 }
 
