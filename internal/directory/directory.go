@@ -175,6 +175,10 @@ type Directory struct {
 		// asker ends when its silo's generation leaves the view, and what
 		// it drops then must be only what died with that generation.
 		duplicates map[Activation]*duplicates
+		// reclaiming holds the ranges of reclaims in their first round
+		// (reclaim): a grain there with no entry may be one the silo
+		// asked hosts, so its lookups and registrations wait.
+		reclaiming []*reclaiming
 	}
 	stats counters
 }
@@ -185,6 +189,29 @@ type hold struct {
 	r          ring.Range
 	from       ring.Silo
 	rebuilding bool
+}
+
+// reclaiming is the ranges one reclaim asks a silo about.
+type reclaiming struct{ ranges []ring.Range }
+
+// unknownLocked reports whether a lookup or a registration of id must wait
+// for a reclaim: the partition has no live entry for it, and a reclaim in
+// its first round may bring one.
+func (d *Directory) unknownLocked(id actor.GrainID, h uint64) bool {
+	if len(d.mu.reclaiming) == 0 {
+		return false
+	}
+	if a, ok := d.mu.partition[id]; ok && d.liveLocked(a) {
+		return false
+	}
+	for _, r := range d.mu.reclaiming {
+		for _, rg := range r.ranges {
+			if rg.Contains(h) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // parked is an operation that waits for its grain's range to be released.
@@ -479,7 +506,7 @@ func (d *Directory) Locate(id actor.GrainID, hint string, done located) {
 		return
 	}
 	if owner.ID == d.self.Silo {
-		if d.heldLocked(h) {
+		if d.heldLocked(h) || d.unknownLocked(id, h) {
 			d.parkLocked(h, func() { d.Locate(id, hint, done) })
 			d.mu.Unlock()
 			return
@@ -578,7 +605,7 @@ func (d *Directory) Register(id actor.GrainID, done func(winner string, err erro
 		return
 	}
 	if owner.ID == d.self.Silo {
-		if d.heldLocked(h) {
+		if d.heldLocked(h) || d.unknownLocked(id, h) {
 			d.parkLocked(h, func() { d.Register(id, done) })
 			d.mu.Unlock()
 			return
@@ -684,7 +711,7 @@ func (d *Directory) Find(ctx context.Context, id actor.GrainID) (silo string, fo
 			d.mu.Unlock()
 			return "", false, ErrNoOwner
 		}
-		if owner.ID == d.self.Silo && !d.heldLocked(h) {
+		if owner.ID == d.self.Silo && !d.heldLocked(h) && !d.unknownLocked(id, h) {
 			a, ok := d.mu.partition[id]
 			ok = ok && d.liveLocked(a)
 			d.mu.Unlock()

@@ -272,7 +272,7 @@ func (d *Directory) registerHere(ctx context.Context, id actor.GrainID) (Activat
 			d.mu.Unlock()
 			return Activation{}, false, nil
 		}
-		if !d.heldLocked(h) {
+		if !d.heldLocked(h) && !d.unknownLocked(id, h) {
 			winner := d.registerLocked(id, d.self)
 			d.cacheLocked(id, winner)
 			d.mu.Unlock()
@@ -397,7 +397,7 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 	// meanwhile, and a later merge resolves such a duplicate as after a
 	// false death.
 	for _, silo := range silent {
-		d.reclaim(silo, ranges, "directory: rebuild: a silo did not say what it hosts")
+		d.reclaim(silo, ranges, false, "directory: rebuild: a silo did not say what it hosts")
 	}
 }
 

@@ -107,9 +107,11 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 // serveOwned runs op, under the directory's lock, for a request about a
 // grain this silo owns: it refuses one this silo does not own (the
 // caller's view differs; it tries again) and parks one whose range is
-// held.
+// held, or whose grain has no entry while a reclaim may bring one
+// (unknownLocked).
 func (d *Directory) serveOwned(req *host.Request, g *directorypb.GrainID, op func() proto.Message) (proto.Message, error, bool) {
-	h := ring.Hash(grainOf(g))
+	id := grainOf(g)
+	h := ring.Hash(id)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.mu.closed {
@@ -117,9 +119,9 @@ func (d *Directory) serveOwned(req *host.Request, g *directorypb.GrainID, op fun
 	}
 	owner, ok := d.ownerLocked(h)
 	if !ok || owner.ID != d.self.Silo {
-		return nil, proxy.Errorf(codeNotOwner, "directory: %s does not own %s by its view", d.self.Silo, grainOf(g)), false
+		return nil, proxy.Errorf(codeNotOwner, "directory: %s does not own %s by its view", d.self.Silo, id), false
 	}
-	if d.heldLocked(h) {
+	if d.heldLocked(h) || d.unknownLocked(id, h) {
 		d.parkLocked(h, func() { d.Serve(req) })
 		return nil, nil, true
 	}

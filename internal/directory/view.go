@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/cluster"
@@ -238,7 +239,7 @@ func (d *Directory) SetView(v cluster.View) {
 		d.mu.Unlock()
 		for _, silo := range returned {
 			d.log.Info("directory: a silo declared dead, or seen only after its grace, is in the view: taking back what it hosts", slog.String("silo", silo))
-			d.reclaim(silo, mine, "directory: a silo that came back did not say what it hosts")
+			d.reclaim(silo, mine, true, "directory: a silo that came back did not say what it hosts")
 		}
 	}
 }
@@ -294,7 +295,14 @@ func (d *Directory) handoffDone() {
 // took this silo's handoff, which lacked silo's entries, for all there
 // was, and may have placed their grains again meanwhile; its merge
 // resolves such a duplicate.
-func (d *Directory) reclaim(silo string, ranges []ring.Range, what string) {
+//
+// With wait, lookups and registrations of grains in ranges that have no
+// entry wait for the first round (one CallTimeout at most): the silo is
+// back from a false death, its entries were dropped, and a grain placed
+// before it answers would be a duplicate of one it runs. Those that have
+// an entry go on. A rebuild's reclaim does not wait: the rebuild waited
+// a round already.
+func (d *Directory) reclaim(silo string, ranges []ring.Range, wait bool, what string) {
 	if len(ranges) == 0 {
 		return
 	}
@@ -302,7 +310,21 @@ func (d *Directory) reclaim(silo string, ranges []ring.Range, what string) {
 	for _, r := range ranges {
 		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
 	}
-	d.untilAnswered(silo, what, func(ctx context.Context) error {
+	endWait := func() {}
+	if wait {
+		w := &reclaiming{ranges: ranges}
+		d.mu.Lock()
+		d.mu.reclaiming = append(d.mu.reclaiming, w)
+		d.mu.Unlock()
+		endWait = sync.OnceFunc(func() {
+			d.mu.Lock()
+			d.mu.reclaiming = slices.DeleteFunc(d.mu.reclaiming, func(o *reclaiming) bool { return o == w })
+			d.mu.Unlock()
+			d.release(nil) // what waited runs again
+		})
+	}
+	if !d.untilAnswered(silo, what, func(ctx context.Context) error {
+		defer endWait()
 		var reply *directorypb.HostedReply
 		err := d.callLive(ctx, silo, func(ref directorypb.DirectoryRef) (err error) {
 			reply, err = ref.Hosted(ctx, req, d.callTimeout())
@@ -319,7 +341,9 @@ func (d *Directory) reclaim(silo string, ranges []ring.Range, what string) {
 			}, nil)
 		}
 		return nil
-	}, nil)
+	}, nil) {
+		endWait()
+	}
 }
 
 // byOwner splits entries into those of grains this silo owns by its view
