@@ -149,7 +149,7 @@ func TestTwoSilosKeepOneLink(t *testing.T) {
 		a.CloseAll()
 		b.CloseAll()
 		require.Eventually(t, func() bool { return a.Stats().Listener.Open == 0 && len(a.Conns())+len(b.Conns()) == 0 },
-			5*time.Second, time.Millisecond)
+			20*time.Second, time.Millisecond)
 	}()
 
 	_, err = a.DialAt(context.Background(), "c", addrs["b"])
@@ -170,7 +170,7 @@ func TestTwoSilosKeepOneLink(t *testing.T) {
 		}
 		return ea.Conn().LocalAddr().String() == eb.Conn().RemoteAddr().String() &&
 			la.Stats().Open+lb.Stats().Open == 1
-	}, 5*time.Second, time.Millisecond, "one link, the same on both ends")
+	}, 20*time.Second, time.Millisecond, "one link, the same on both ends")
 	ea, _ := a.Link("b")
 	assert.Equal(t, addrs["b"], ea.Conn().RemoteAddr().String(), "the link a dialled is kept")
 }
