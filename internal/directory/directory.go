@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,6 +180,10 @@ type Directory struct {
 		// (reclaim): a grain there with no entry may be one the silo
 		// asked hosts, so its lookups and registrations wait.
 		reclaiming []*reclaiming
+		// awaiting holds the operations parked for a reclaim's first
+		// round, run again when one ends (endReclaimWait).
+		awaiting []parked
+		waits    uint64 // the last hold.wait given
 	}
 	stats counters
 }
@@ -189,15 +194,44 @@ type hold struct {
 	r          ring.Range
 	from       ring.Silo
 	rebuilding bool
+	// wait names the view whose HandoffWait timer rebuilds the hold
+	// (handoffOverdue); zero for a hold that rebuilds at once.
+	wait uint64
 }
 
 // reclaiming is the ranges one reclaim asks a silo about.
 type reclaiming struct{ ranges []ring.Range }
 
-// unknownLocked reports whether a lookup or a registration of id must wait
-// for a reclaim: the partition has no live entry for it, and a reclaim in
-// its first round may bring one.
-func (d *Directory) unknownLocked(id actor.GrainID, h uint64) bool {
+// awaitReclaimLocked makes lookups and registrations of grains without an
+// entry in ranges wait (awaitsReclaimLocked) until endReclaimWait.
+func (d *Directory) awaitReclaimLocked(ranges []ring.Range) *reclaiming {
+	w := &reclaiming{ranges: ranges}
+	d.mu.reclaiming = append(d.mu.reclaiming, w)
+	return w
+}
+
+// endReclaimWait ends w's wait and runs again what waited for it (what
+// still waits for another reclaim parks again).
+func (d *Directory) endReclaimWait(w *reclaiming) {
+	d.mu.Lock()
+	d.mu.reclaiming = slices.DeleteFunc(d.mu.reclaiming, func(o *reclaiming) bool { return o == w })
+	run := d.mu.awaiting
+	d.mu.awaiting = nil
+	d.mu.Unlock()
+	for _, p := range run {
+		p.run()
+	}
+}
+
+// parkForReclaimLocked parks run until a reclaim's wait ends.
+func (d *Directory) parkForReclaimLocked(h uint64, run func()) {
+	d.mu.awaiting = append(d.mu.awaiting, parked{hash: h, run: run})
+}
+
+// awaitsReclaimLocked reports whether a lookup or a registration of id
+// must wait for a reclaim: the partition has no live entry for it, and a
+// reclaim in its first round may bring one.
+func (d *Directory) awaitsReclaimLocked(id actor.GrainID, h uint64) bool {
 	if len(d.mu.reclaiming) == 0 {
 		return false
 	}
@@ -214,7 +248,8 @@ func (d *Directory) unknownLocked(id actor.GrainID, h uint64) bool {
 	return false
 }
 
-// parked is an operation that waits for its grain's range to be released.
+// parked is an operation that waits for its grain's range to be released,
+// or for a reclaim's first round (awaitsReclaimLocked).
 type parked struct {
 	hash uint64
 	run  func()
@@ -310,8 +345,8 @@ func (d *Directory) Close() {
 	d.mu.closed = true
 	d.cancel()
 	d.mu.holds = nil // a handoff timer that fires later finds nothing
-	parked := d.mu.parked
-	d.mu.parked = nil
+	parked := append(d.mu.parked, d.mu.awaiting...)
+	d.mu.parked, d.mu.awaiting = nil, nil
 	lookups := d.mu.lookups
 	d.mu.lookups = make(map[actor.GrainID][]located)
 	d.mu.Unlock()
@@ -506,8 +541,13 @@ func (d *Directory) Locate(id actor.GrainID, hint string, done located) {
 		return
 	}
 	if owner.ID == d.self.Silo {
-		if d.heldLocked(h) || d.unknownLocked(id, h) {
+		if d.heldLocked(h) {
 			d.parkLocked(h, func() { d.Locate(id, hint, done) })
+			d.mu.Unlock()
+			return
+		}
+		if d.awaitsReclaimLocked(id, h) {
+			d.parkForReclaimLocked(h, func() { d.Locate(id, hint, done) })
 			d.mu.Unlock()
 			return
 		}
@@ -605,8 +645,13 @@ func (d *Directory) Register(id actor.GrainID, done func(winner string, err erro
 		return
 	}
 	if owner.ID == d.self.Silo {
-		if d.heldLocked(h) || d.unknownLocked(id, h) {
+		if d.heldLocked(h) {
 			d.parkLocked(h, func() { d.Register(id, done) })
+			d.mu.Unlock()
+			return
+		}
+		if d.awaitsReclaimLocked(id, h) {
+			d.parkForReclaimLocked(h, func() { d.Register(id, done) })
 			d.mu.Unlock()
 			return
 		}
@@ -711,7 +756,7 @@ func (d *Directory) Find(ctx context.Context, id actor.GrainID) (silo string, fo
 			d.mu.Unlock()
 			return "", false, ErrNoOwner
 		}
-		if owner.ID == d.self.Silo && !d.heldLocked(h) && !d.unknownLocked(id, h) {
+		if owner.ID == d.self.Silo && !d.heldLocked(h) && !d.awaitsReclaimLocked(id, h) {
 			a, ok := d.mu.partition[id]
 			ok = ok && d.liveLocked(a)
 			d.mu.Unlock()

@@ -30,10 +30,14 @@ func TestAHandoffBeforeTheJoinersOwnViewIsNotLostToAViewInBetween(t *testing.T) 
 	active := c.view()
 	a.dir.SetView(active)
 	b.dir.SetView(active)
-	require.Eventually(t, func() bool { return j.dir.Stats().HandoffsReceived >= 1 }, 10*time.Second, time.Millisecond,
-		"the others hand j its ranges")
+	require.Eventually(t, func() bool { return j.dir.Stats().HandoffsReceived >= 2 }, 10*time.Second, time.Millisecond,
+		"a and b hand j its ranges")
 	j.dir.SetView(c.viewWith(map[string]cluster.Status{"j": cluster.StatusJoining}))
 	j.dir.SetView(c.view())
+	j.dir.mu.Lock()
+	records := len(j.dir.mu.received)
+	j.dir.mu.Unlock()
+	assert.Zero(t, records, "the view that has j active ends the records of what came ahead of it")
 	for _, id := range ids {
 		where, found, err := j.dir.Find(context.Background(), id)
 		require.NoError(t, err)

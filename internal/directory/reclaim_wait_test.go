@@ -11,9 +11,10 @@ import (
 
 // A silo back from a false death is in the owner's view again, and the
 // owner is asking it what it hosts: the entries the death dropped are not
-// back yet. A registration of one of its grains from another silo waits
-// for the answer and learns the returned silo's activation, instead of
-// winning beside it. Before, the owner granted it at once, and the merge
+// back yet. A registration of one of its grains from another silo is
+// refused, to be tried again, until the answer comes, and then learns the
+// returned silo's activation instead of winning beside it; the owner's own
+// lookup waits for the answer. Before, the owner granted it at once, and the merge
 // that came with the answer found a duplicate made after the silo was
 // already seen alive.
 func TestARegistrationWaitsForTheReclaimOfASiloBackFromAFalseDeath(t *testing.T) {
@@ -44,17 +45,33 @@ func TestARegistrationWaitsForTheReclaimOfASiloBackFromAFalseDeath(t *testing.T)
 		assert.NoError(t, err)
 		registered <- winner
 	})
+	type answer struct {
+		silo   string
+		placed bool
+	}
+	located := make(chan answer, 1)
+	a.dir.Locate(id, "", func(silo string, placed bool, err error) {
+		assert.NoError(t, err)
+		located <- answer{silo, placed}
+	})
 	require.Eventually(t, func() bool {
+		refused := c.servedCount("a", "Register") >= 2
 		a.dir.mu.Lock()
 		defer a.dir.mu.Unlock()
-		return len(a.dir.mu.parked) > 0
-	}, 10*time.Second, time.Millisecond, "c's registration waits at a for b's answer")
+		return refused && len(a.dir.mu.awaiting) > 0
+	}, 10*time.Second, time.Millisecond, "c's registration is refused until b answers, and a's own lookup waits")
 	open()
 	select {
 	case w := <-registered:
 		assert.Equal(t, "b", w, "c learns b's activation")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the registration was not answered")
+	}
+	select {
+	case l := <-located:
+		assert.Equal(t, answer{"b", false}, l, "a's lookup finds b's activation, placing nothing")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lookup was not answered")
 	}
 	assert.Equal(t, "b", locate(t, a, id, ""))
 	assert.Zero(t, a.dir.Stats().Conflicts, "no duplicate was made")

@@ -272,14 +272,19 @@ func (d *Directory) registerHere(ctx context.Context, id actor.GrainID) (Activat
 			d.mu.Unlock()
 			return Activation{}, false, nil
 		}
-		if !d.heldLocked(h) && !d.unknownLocked(id, h) {
+		held, awaits := d.heldLocked(h), d.awaitsReclaimLocked(id, h)
+		if !held && !awaits {
 			winner := d.registerLocked(id, d.self)
 			d.cacheLocked(id, winner)
 			d.mu.Unlock()
 			return winner, true, nil
 		}
 		released := make(chan struct{})
-		d.parkLocked(h, func() { close(released) })
+		if held {
+			d.parkLocked(h, func() { close(released) })
+		} else {
+			d.parkForReclaimLocked(h, func() { close(released) })
+		}
 		d.mu.Unlock()
 		select {
 		case <-released:
@@ -397,7 +402,7 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 	// meanwhile, and a later merge resolves such a duplicate as after a
 	// false death.
 	for _, silo := range silent {
-		d.reclaim(silo, ranges, false, "directory: rebuild: a silo did not say what it hosts")
+		d.reclaim(silo, ranges, nil, "directory: rebuild: a silo did not say what it hosts")
 	}
 }
 

@@ -97,7 +97,8 @@ func (d *Directory) SetView(v cluster.View) {
 
 	// Ranges gained: wait for the handoff of a live previous owner, or
 	// rebuild what a dead one held.
-	var rebuild, waiting []ring.Range
+	var rebuild []ring.Range
+	var wait uint64 // the holds this view makes wait for a handoff
 	for _, m := range ring.Diff(oldRing, newRing) {
 		if m.To.ID != d.self.Silo || m.From == m.To {
 			continue
@@ -114,18 +115,27 @@ func (d *Directory) SetView(v cluster.View) {
 			// Handed over already, before this silo's view caught up (the
 			// silo may even be gone by now).
 		case d.liveSiloLocked(m.From):
-			d.mu.holds = append(d.mu.holds, hold{r: m.Range, from: m.From})
-			waiting = append(waiting, m.Range)
+			if wait == 0 {
+				d.mu.waits++
+				wait = d.mu.waits
+			}
+			d.mu.holds = append(d.mu.holds, hold{r: m.Range, from: m.From, wait: wait})
 		default:
 			d.mu.holds = append(d.mu.holds, hold{r: m.Range, from: m.From, rebuilding: true})
 			rebuild = append(rebuild, m.Range)
 		}
 	}
 	// A range handed over ahead of this silo's view is remembered until a
-	// view gives it to this silo (the view caught up) or its sender leaves.
+	// view gives it to this silo (the view caught up), the view has this
+	// silo active (whatever it does not own by then, the view gives
+	// others, and its entries go there), or its sender leaves.
 	owned := newRing.Ranges(d.self.Silo)
+	selfActive := false
+	for _, s := range active {
+		selfActive = selfActive || s.ID == d.self.Silo
+	}
 	for s, rs := range d.mu.received {
-		if !d.liveSiloLocked(s) {
+		if !d.liveSiloLocked(s) || selfActive {
 			delete(d.mu.received, s)
 			continue
 		}
@@ -135,10 +145,11 @@ func (d *Directory) SetView(v cluster.View) {
 			d.mu.received[s] = rs
 		}
 	}
-	if len(waiting) > 0 {
-		// One timer for the view's ranges: those still waiting when it
-		// fires are rebuilt together, each live silo asked once.
-		d.clock.AfterFunc(d.opts.HandoffWait, func() { d.handoffOverdue(waiting) })
+	if wait != 0 {
+		// One timer for the view's holds: those still waiting when it
+		// fires are rebuilt together, each live silo asked once. A hold
+		// of a later view on the same range has a timer of its own.
+		d.clock.AfterFunc(d.opts.HandoffWait, func() { d.handoffOverdue(wait) })
 	}
 	d.forgetUnfilledLocked(rebuild)
 	// A live silo that was to hand a range over and died meanwhile will
@@ -196,13 +207,23 @@ func (d *Directory) SetView(v cluster.View) {
 	}
 	for id, a := range d.mu.partition {
 		owner, ok := newRing.OwnerOf(id)
-		if !ok || owner.ID == d.self.Silo || d.aheadLocked(ring.Hash(id)) {
+		if !ok || owner.ID == d.self.Silo || (len(d.mu.received) > 0 && d.aheadLocked(ring.Hash(id))) {
 			continue
 		}
 		batchFor(owner.ID).entries[id] = a
 		delete(d.mu.partition, id)
 	}
 	again, againHere := d.registerAgainLocked(left)
+	// The reclaims of returned silos start waiting here, with the view
+	// that returned them: a grain placed between this and the request
+	// would be the duplicate the wait is for.
+	var waits []*reclaiming
+	if len(returned) > 0 {
+		mine := newRing.Ranges(d.self.Silo)
+		for range returned {
+			waits = append(waits, d.awaitReclaimLocked(mine))
+		}
+	}
 	d.mu.Unlock()
 
 	if len(released) > 0 {
@@ -233,14 +254,9 @@ func (d *Directory) SetView(v cluster.View) {
 	if len(rebuild) > 0 {
 		d.goRemote(func(ctx context.Context) { d.rebuild(ctx, rebuild) })
 	}
-	if len(returned) > 0 {
-		d.mu.Lock()
-		mine := d.mu.ring.Ranges(d.self.Silo)
-		d.mu.Unlock()
-		for _, silo := range returned {
-			d.log.Info("directory: a silo declared dead, or seen only after its grace, is in the view: taking back what it hosts", slog.String("silo", silo))
-			d.reclaim(silo, mine, true, "directory: a silo that came back did not say what it hosts")
-		}
+	for i, silo := range returned {
+		d.log.Info("directory: a silo declared dead, or seen only after its grace, is in the view: taking back what it hosts", slog.String("silo", silo))
+		d.reclaim(silo, waits[i].ranges, waits[i], "directory: a silo that came back did not say what it hosts")
 	}
 }
 
@@ -296,32 +312,25 @@ func (d *Directory) handoffDone() {
 // was, and may have placed their grains again meanwhile; its merge
 // resolves such a duplicate.
 //
-// With wait, lookups and registrations of grains in ranges that have no
-// entry wait for the first round (one CallTimeout at most): the silo is
-// back from a false death, its entries were dropped, and a grain placed
-// before it answers would be a duplicate of one it runs. Those that have
-// an entry go on. A rebuild's reclaim does not wait: the rebuild waited
-// a round already.
-func (d *Directory) reclaim(silo string, ranges []ring.Range, wait bool, what string) {
+// With wait (from awaitReclaimLocked), lookups and registrations of
+// grains in ranges that have no entry wait for the first round (one
+// CallTimeout at most): the silo is back from a false death, or seen only
+// after its grace, its entries were dropped, and a grain placed before it
+// answers would be a duplicate of one it runs. Those that have an entry go
+// on. A rebuild's reclaim does not wait: the rebuild waited a round
+// already.
+func (d *Directory) reclaim(silo string, ranges []ring.Range, wait *reclaiming, what string) {
+	endWait := func() {}
+	if wait != nil {
+		endWait = sync.OnceFunc(func() { d.endReclaimWait(wait) })
+	}
 	if len(ranges) == 0 {
+		endWait()
 		return
 	}
 	req := &directorypb.HostedRequest{}
 	for _, r := range ranges {
 		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
-	}
-	endWait := func() {}
-	if wait {
-		w := &reclaiming{ranges: ranges}
-		d.mu.Lock()
-		d.mu.reclaiming = append(d.mu.reclaiming, w)
-		d.mu.Unlock()
-		endWait = sync.OnceFunc(func() {
-			d.mu.Lock()
-			d.mu.reclaiming = slices.DeleteFunc(d.mu.reclaiming, func(o *reclaiming) bool { return o == w })
-			d.mu.Unlock()
-			d.release(nil) // what waited runs again
-		})
 	}
 	if !d.untilAnswered(silo, what, func(ctx context.Context) error {
 		defer endWait()
@@ -453,14 +462,14 @@ func (d *Directory) liveSiloLocked(s ring.Silo) bool {
 	return ok && gen == s.Generation
 }
 
-// handoffOverdue rebuilds the ranges, of those one view made wait, that
-// are still waiting for the handoff of their previous owner, alive, which
-// did not come in time.
-func (d *Directory) handoffOverdue(ranges []ring.Range) {
+// handoffOverdue rebuilds the ranges of the holds one view made wait
+// (wait) that still wait for the handoff of their previous owner, alive,
+// which did not come in time.
+func (d *Directory) handoffOverdue(wait uint64) {
 	d.mu.Lock()
 	var rebuild []ring.Range
 	for i := range d.mu.holds {
-		if h := &d.mu.holds[i]; !h.rebuilding && slices.Contains(ranges, h.r) {
+		if h := &d.mu.holds[i]; !h.rebuilding && h.wait == wait {
 			h.rebuilding = true
 			rebuild = append(rebuild, h.r)
 		}
