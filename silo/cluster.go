@@ -28,6 +28,7 @@ func (s *Silo) newDirectory() *directory.Directory {
 		Self:        ring.Silo{ID: s.opts.Name, Generation: s.gen},
 		CallTimeout: s.opts.Cluster.DirectoryTimeout,
 		HandoffWait: s.opts.Cluster.HandoffWait,
+		DeathGrace:  max(s.opts.Cluster.DeathGrace, 0),
 		Strategy:    func(grainType string) placement.Strategy { return strategies[grainType] },
 	}, directoryPeers{s}, directoryHost{s}, s.deps.clock, s.log)
 }

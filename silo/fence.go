@@ -46,9 +46,8 @@ func (f *FenceOptions) ensureDefaults(t cluster.Timings) {
 		f.MinSilos = fence.DefaultMinSilos
 	}
 	if f.Stability == 0 {
-		co := cluster.Options{Timings: t}
-		co.EnsureDefaults()
-		f.Stability = time.Duration(co.Timings.SuspicionMult+2) * co.Timings.ProbeInterval
+		t = timingsOrDefaults(t)
+		f.Stability = time.Duration(t.SuspicionMult+2) * t.ProbeInterval
 	}
 }
 

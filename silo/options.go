@@ -205,6 +205,16 @@ type ClusterOptions struct {
 	// a silo that is still alive waits for its entries before rebuilding
 	// them. Default 3 s.
 	HandoffWait time.Duration
+	// DeathGrace is how long after a silo leaves the view its grains wait
+	// before they are placed again: a silo declared dead while alive (too
+	// starved to refute a suspicion in time) serves what it runs until it
+	// hears the verdict, and one that refutes it within the grace keeps
+	// its grains, with no second activation beside them. It delays by as
+	// much the recovery of a crashed silo's grains; a silo that was
+	// shutting down, or is seen restarted, has none. Default
+	// SuspicionMult probe intervals of Timings (4 s with the LAN timings,
+	// 200 ms with the fast ones); negative: none.
+	DeathGrace time.Duration
 	// KeepaliveInterval and KeepaliveTimeout watch links between silos: a
 	// heartbeat after KeepaliveInterval without traffic, and a link that
 	// heard nothing for KeepaliveTimeout is closed. Defaults 1 s and 10 s.
@@ -347,6 +357,10 @@ func (o *Options) EnsureDefaults() {
 	if c.HandoffWait == 0 {
 		c.HandoffWait = directory.DefaultHandoffWait
 	}
+	if c.DeathGrace == 0 {
+		t := timingsOrDefaults(c.Timings)
+		c.DeathGrace = time.Duration(t.SuspicionMult) * t.ProbeInterval
+	}
 	if c.KeepaliveInterval == 0 {
 		c.KeepaliveInterval = DefaultKeepaliveInterval
 	}
@@ -354,6 +368,14 @@ func (o *Options) EnsureDefaults() {
 		c.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
 	c.Fence.ensureDefaults(c.Timings)
+}
+
+// timingsOrDefaults returns t with its zero fields filled as the
+// membership fills them.
+func timingsOrDefaults(t cluster.Timings) cluster.Timings {
+	co := cluster.Options{Timings: t}
+	co.EnsureDefaults()
+	return co.Timings
 }
 
 // Validate reports every invalid field.

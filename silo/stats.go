@@ -169,6 +169,7 @@ type DirectoryStats struct {
 	Partition        int   // entries this silo owns
 	Cached           int   // locations in the cache
 	Held             int   // ranges whose requests wait
+	Mourning         int   // silos the view lost that are still in their DeathGrace
 	Registrations    int64 // registrations this silo's partition decided
 	Conflicts        int64 // duplicates found while merging handoffs and rebuilds
 	Lookups          int64 // locations asked for

@@ -380,7 +380,8 @@ func (c *Cluster) take(i int) *member {
 
 // WaitForMembership waits until every running silo sees exactly the
 // running silos, all active, and acts on that view: its directory has
-// taken it and holds no range for a handoff or a rebuild.
+// taken it, holds no range for a handoff or a rebuild, and keeps no lost
+// silo's grains for its DeathGrace.
 func (c *Cluster) WaitForMembership() {
 	c.t.Helper()
 	deadline := time.Now().Add(c.opts.Timeout)
@@ -422,8 +423,8 @@ func (c *Cluster) converged() bool {
 		if !slices.Equal(seen, names) {
 			return false
 		}
-		if s.Stats().Directory.Held != 0 {
-			return false // a range still waits for its handoff or rebuild
+		if d := s.Stats().Directory; d.Held != 0 || d.Mourning != 0 {
+			return false // a range still waits for its handoff or rebuild, or a lost silo's grains for its grace
 		}
 	}
 	return true

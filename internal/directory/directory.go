@@ -101,6 +101,19 @@ type Options struct {
 	// entries that point at it (handed over by a silo that saw it) are
 	// dropped. Default: HandoffWait.
 	UnseenGrace time.Duration
+	// DeathGrace is how long after its view loses a silo this silo's
+	// partition keeps that silo's grains from being placed again: their
+	// entries stay, and their lookups and registrations wait, as do those
+	// of grains with no entry in the ranges gained from it. A live silo
+	// declared dead (too slow to refute a suspicion) goes on serving what
+	// it runs until it hears the verdict; most refute it within the
+	// grace, and their grains go on where they run instead of being
+	// activated a second time beside them. A crashed silo's grains are
+	// placed again once the grace has passed. It ends at once when the
+	// silo comes back or is seen restarted, and does not begin for a silo
+	// that was shutting down. Zero: no grace, the entries are dropped
+	// with the view.
+	DeathGrace time.Duration
 	// CacheSize bounds the cache of looked-up locations. Default 1 Mi.
 	CacheSize int
 	// Strategy chooses the placement strategy of a grain type; nil means
@@ -181,8 +194,14 @@ type Directory struct {
 		// asked hosts, so its lookups and registrations wait.
 		reclaiming []*reclaiming
 		// awaiting holds the operations parked for a reclaim's first
-		// round, run again when one ends (endReclaimWait).
+		// round or a death's grace, run again when one ends
+		// (endReclaimWait).
 		awaiting []parked
+		// mourning holds, for each silo generation the view lost within
+		// Options.DeathGrace, the wait on the ranges this silo gained from
+		// it; its entries stay in the partition meanwhile (SetView,
+		// endMourning).
+		mourning map[Activation]*reclaiming
 		waits    uint64 // the last hold.wait given
 	}
 	stats counters
@@ -229,14 +248,20 @@ func (d *Directory) parkForReclaimLocked(h uint64, run func()) {
 }
 
 // awaitsReclaimLocked reports whether a lookup or a registration of id
-// must wait for a reclaim: the partition has no live entry for it, and a
-// reclaim in its first round may bring one.
+// must wait for a reclaim or a death's grace: the partition has no live
+// entry for it, and its entry is of a silo in its grace (mourning), or a
+// reclaim in its first round, or the end of a grace, may bring one.
 func (d *Directory) awaitsReclaimLocked(id actor.GrainID, h uint64) bool {
 	if len(d.mu.reclaiming) == 0 {
 		return false
 	}
-	if a, ok := d.mu.partition[id]; ok && d.liveLocked(a) {
-		return false
+	if a, ok := d.mu.partition[id]; ok {
+		if d.liveLocked(a) {
+			return false
+		}
+		if _, mourned := d.mu.mourning[a]; mourned {
+			return true
+		}
 	}
 	for _, r := range d.mu.reclaiming {
 		for _, rg := range r.ranges {
@@ -266,6 +291,7 @@ type Stats struct {
 	Partition        int   // entries this silo owns
 	Cached           int   // locations in the cache
 	Held             int   // ranges whose requests wait
+	Mourning         int   // silos the view lost that are still in their DeathGrace
 	Registrations    int64 // registrations this silo's partition decided
 	Conflicts        int64 // duplicates found while merging handoffs and rebuilds
 	Lookups          int64 // locations asked for
@@ -317,17 +343,18 @@ func New(opts Options, peers Peers, h Host, c clock.Clock, log *slog.Logger) *Di
 	d.mu.unregistering = make(map[actor.GrainID]chan struct{})
 	d.mu.registrar = make(map[actor.GrainID]Activation)
 	d.mu.duplicates = make(map[Activation]*duplicates)
+	d.mu.mourning = make(map[Activation]*reclaiming)
 	return d
 }
 
 // Stats returns the directory's counters.
 func (d *Directory) Stats() Stats {
 	d.mu.Lock()
-	partition, cached, held := len(d.mu.partition), len(d.mu.cache), len(d.mu.holds)
+	partition, cached, held, mourning := len(d.mu.partition), len(d.mu.cache), len(d.mu.holds), len(d.mu.mourning)
 	d.mu.Unlock()
 	s := &d.stats
 	return Stats{
-		Partition: partition, Cached: cached, Held: held,
+		Partition: partition, Cached: cached, Held: held, Mourning: mourning,
 		Registrations: s.registrations.Load(), Conflicts: s.conflicts.Load(), Lookups: s.lookups.Load(),
 		RemoteLookups: s.remoteLookups.Load(), CacheHits: s.cacheHits.Load(),
 		HandoffsSent: s.handoffsSent.Load(), HandoffsReceived: s.handoffsReceived.Load(),

@@ -84,6 +84,8 @@ type fakeCluster struct {
 	gates map[string]chan struct{}
 	// callTimeout is the directories' Options.CallTimeout; zero means 2 s.
 	callTimeout time.Duration
+	// deathGrace is the directories' Options.DeathGrace.
+	deathGrace time.Duration
 	// downMethod names, per silo, a method its partition refuses as if down.
 	downMethod map[string]string
 	// heldDeactivations hold the deactivations of grains (by key) until
@@ -167,7 +169,8 @@ func (c *fakeCluster) add(id string, gen int64) *fakeSilo {
 	if c.callTimeout > 0 {
 		callTimeout = c.callTimeout
 	}
-	s.dir = New(Options{Self: ring.Silo{ID: id, Generation: gen}, CallTimeout: callTimeout, HandoffWait: 200 * time.Millisecond},
+	s.dir = New(Options{Self: ring.Silo{ID: id, Generation: gen}, CallTimeout: callTimeout, HandoffWait: 200 * time.Millisecond,
+		DeathGrace: c.deathGrace},
 		peersOf{c}, s.host, c.clock, quiet)
 	c.t.Cleanup(s.dir.Close)
 	c.mu.Lock()

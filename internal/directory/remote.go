@@ -446,6 +446,14 @@ func (d *Directory) mergeLocked(entries []*directorypb.Entry) (losers []duplicat
 	for _, e := range entries {
 		id, a := grainOf(e.GetGrain()), activationOf(e.GetActivation())
 		if !d.liveLocked(a) {
+			// The entry of a silo in its death's grace is kept, handed on
+			// like the others, unless a live activation has the grain: its
+			// silo, back, is asked what it hosts, and the duplicate found.
+			if _, mourned := d.mu.mourning[a]; mourned {
+				if cur, ok := d.mu.partition[id]; !ok || !d.liveLocked(cur) {
+					d.mu.partition[id] = a
+				}
+			}
 			continue
 		}
 		if cur, ok := d.mu.partition[id]; ok && d.liveLocked(cur) && cur != a {

@@ -107,10 +107,10 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 // serveOwned runs op, under the directory's lock, for a request about a
 // grain this silo owns: it refuses one this silo does not own (the
 // caller's view differs; it tries again) and parks one whose range is
-// held. One whose grain has no entry while a reclaim may bring one
-// (awaitsReclaimLocked) is refused as not yet known, and the caller tries
-// again: parked, it could outlast the caller's try, and each try of it
-// would park another copy.
+// held. One whose grain has no entry while a reclaim may bring one, or
+// whose entry is of a silo in its death's grace (awaitsReclaimLocked), is
+// refused as not yet known, and the caller tries again: parked, it could
+// outlast the caller's try, and each try of it would park another copy.
 func (d *Directory) serveOwned(req *host.Request, g *directorypb.GrainID, op func() proto.Message) (proto.Message, error, bool) {
 	id := grainOf(g)
 	h := ring.Hash(id)
@@ -128,7 +128,7 @@ func (d *Directory) serveOwned(req *host.Request, g *directorypb.GrainID, op fun
 		return nil, nil, true
 	}
 	if d.awaitsReclaimLocked(id, h) {
-		return nil, fmt.Errorf("%w: directory: %s is asking a silo back in the view whether it hosts %s", proxy.ErrUnavailable, d.self.Silo, id), false
+		return nil, fmt.Errorf("%w: directory: %s does not know yet whether a silo that left the view or came back runs %s", proxy.ErrUnavailable, d.self.Silo, id), false
 	}
 	return op(), nil, false
 }

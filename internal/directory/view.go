@@ -61,13 +61,38 @@ func (d *Directory) SetView(v cluster.View) {
 			delete(d.mu.gone, id)
 		}
 	}
+	// A silo lost from the view may be alive and serving, declared dead by
+	// mistake: its grains are placed nowhere else for DeathGrace, in case
+	// it comes back. One that was shutting down unregistered what it ran,
+	// and one seen restarted runs nothing of its old generation.
+	var mourned []Activation
+	if d.opts.DeathGrace > 0 {
+		for _, a := range left {
+			old, _ := d.mu.view.Member(a.Silo)
+			if _, restarted := live[a.Silo]; !restarted && old.Status != cluster.StatusShuttingDown && a != d.self {
+				mourned = append(mourned, a)
+			}
+		}
+	}
+	// A grace ends when its silo is back, or seen restarted.
+	var mourningEnded []*reclaiming
+	for a, w := range d.mu.mourning {
+		if _, seen := live[a.Silo]; seen {
+			delete(d.mu.mourning, a)
+			mourningEnded = append(mourningEnded, w)
+		}
+	}
+	for _, a := range mourned {
+		d.mu.mourning[a] = d.awaitReclaimLocked(nil)
+	}
 	oldRing := d.mu.ring
 	newRing := ring.New(active, d.opts.VirtualNodes)
 	d.mu.view, d.mu.live, d.mu.ring = v, live, newRing
 
-	// What pointed at silos that are gone goes with them.
+	// What pointed at silos that are gone goes with them, but for those in
+	// their grace.
 	for id, a := range d.mu.partition {
-		if !d.liveLocked(a) {
+		if _, mourned := d.mu.mourning[a]; !mourned && !d.liveLocked(a) {
 			delete(d.mu.partition, id)
 			d.stats.dropped.Add(1)
 		}
@@ -123,6 +148,11 @@ func (d *Directory) SetView(v cluster.View) {
 		default:
 			d.mu.holds = append(d.mu.holds, hold{r: m.Range, from: m.From, rebuilding: true})
 			rebuild = append(rebuild, m.Range)
+		}
+		// The rebuild cannot find what a silo in its grace runs: the
+		// range's grains with no entry wait for the grace too.
+		if w := d.mu.mourning[Activation{Silo: m.From.ID, Generation: m.From.Generation}]; w != nil {
+			w.ranges = append(w.ranges, m.Range)
 		}
 	}
 	// A range handed over ahead of this silo's view is remembered until a
@@ -226,6 +256,12 @@ func (d *Directory) SetView(v cluster.View) {
 	}
 	d.mu.Unlock()
 
+	for _, w := range mourningEnded {
+		d.endReclaimWait(w)
+	}
+	if len(mourned) > 0 {
+		d.clock.AfterFunc(d.opts.DeathGrace, func() { d.endMourning(mourned) })
+	}
 	if len(released) > 0 {
 		d.release(released)
 	}
@@ -257,6 +293,35 @@ func (d *Directory) SetView(v cluster.View) {
 	for i, silo := range returned {
 		d.log.Info("directory: a silo declared dead, or seen only after its grace, is in the view: taking back what it hosts", slog.String("silo", silo))
 		d.reclaim(silo, waits[i].ranges, waits[i], "directory: a silo that came back did not say what it hosts")
+	}
+}
+
+// endMourning ends the grace of the silo generations in mourned that are
+// still in it: their entries are dropped, and what waited runs again.
+func (d *Directory) endMourning(mourned []Activation) {
+	d.mu.Lock()
+	if d.mu.closed {
+		d.mu.Unlock()
+		return
+	}
+	var ended []*reclaiming
+	for _, a := range mourned {
+		if w := d.mu.mourning[a]; w != nil {
+			delete(d.mu.mourning, a)
+			ended = append(ended, w)
+		}
+	}
+	if len(ended) > 0 {
+		for id, a := range d.mu.partition {
+			if _, mourned := d.mu.mourning[a]; !mourned && !d.liveLocked(a) {
+				delete(d.mu.partition, id)
+				d.stats.dropped.Add(1)
+			}
+		}
+	}
+	d.mu.Unlock()
+	for _, w := range ended {
+		d.endReclaimWait(w)
 	}
 }
 

@@ -1,0 +1,247 @@
+package directory
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/actor"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/ring"
+)
+
+// newGraceCluster is a cluster of ids whose directories keep a lost
+// silo's grains for grace, on a fake clock.
+func newGraceCluster(t *testing.T, grace time.Duration, ids ...string) (*fakeCluster, *clock.Fake) {
+	fake := clock.NewFake(time.Unix(1000, 0))
+	c := &fakeCluster{t: t, silos: make(map[string]*fakeSilo), down: make(map[string]bool), refused: make(map[string]int),
+		gates: make(map[string]chan struct{}), clock: fake, deathGrace: grace, callTimeout: 20 * time.Second}
+	for _, id := range ids {
+		c.add(id, 1)
+	}
+	c.setView()
+	return c, fake
+}
+
+type lookup struct {
+	silo   string
+	placed bool
+}
+
+// locateLater starts a lookup of id at s and returns where its answer
+// comes.
+func locateLater(t *testing.T, s *fakeSilo, id actor.GrainID) <-chan lookup {
+	out := make(chan lookup, 1)
+	s.dir.Locate(id, "", func(silo string, placed bool, err error) {
+		assert.NoError(t, err)
+		out <- lookup{silo, placed}
+	})
+	return out
+}
+
+// answered waits for a lookup's answer.
+func answered(t *testing.T, l <-chan lookup) lookup {
+	t.Helper()
+	select {
+	case a := <-l:
+		return a
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lookup was not answered")
+		return lookup{}
+	}
+}
+
+// unanswered asserts that a lookup has no answer yet.
+func unanswered(t *testing.T, l <-chan lookup, why string) {
+	t.Helper()
+	select {
+	case a := <-l:
+		t.Fatalf("%s, but the lookup was answered: %+v", why, a)
+	default:
+	}
+}
+
+// parkedAt is how many operations wait at s for a reclaim or a grace.
+func parkedAt(s *fakeSilo) int {
+	s.dir.mu.Lock()
+	defer s.dir.mu.Unlock()
+	return len(s.dir.mu.awaiting)
+}
+
+// A silo declared dead while it runs on (starved, it did not refute the
+// suspicion in time) comes back within the grace: meanwhile its grain's
+// owner places it nowhere else, its own lookup waiting and another silo's
+// registration refused, and once the silo is back both find its
+// activation. Without the grace the lookup placed the grain at once, a
+// second activation beside the one still serving.
+func TestAGrainOfASiloDeclaredDeadIsPlacedNowhereElseWithinTheGrace(t *testing.T) {
+	const grace = time.Minute
+	c, fake := newGraceCluster(t, grace, "a", "b", "c")
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	id := grainsOwnedBy("a", 1, "a", "b", "c")[0] // owned by a, with or without b
+	require.Empty(t, register(t, b, id))
+
+	noB := without(c.view(), nil, "b")
+	a.dir.SetView(noB)
+	cc.dir.SetView(noB)
+	require.Equal(t, 1, a.dir.Stats().Mourning, "a keeps b's grains for the grace")
+
+	located := locateLater(t, a, id)
+	registered := make(chan string, 1)
+	cc.dir.Register(id, func(winner string, err error) {
+		assert.NoError(t, err)
+		registered <- winner
+	})
+	require.Eventually(t, func() bool { return c.servedCount("a", "Register") >= 2 && parkedAt(a) > 0 },
+		10*time.Second, time.Millisecond, "c's registration is refused and a's own lookup waits")
+	fake.Advance(grace / 2)
+	unanswered(t, located, "the grace has not passed")
+
+	back := c.view()
+	a.dir.SetView(back)
+	cc.dir.SetView(back)
+	assert.Equal(t, lookup{"b", false}, answered(t, located), "a's lookup finds b's activation, placing nothing")
+	select {
+	case w := <-registered:
+		assert.Equal(t, "b", w, "c learns b's activation")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the registration was not answered")
+	}
+	assert.Zero(t, a.dir.Stats().Mourning, "b's return ends the grace")
+	assert.Zero(t, a.dir.Stats().Conflicts, "no duplicate was made")
+	b.host.mu.Lock()
+	defer b.host.mu.Unlock()
+	assert.Empty(t, b.host.deactivated)
+}
+
+// A silo that crashed does not come back: once the grace has passed, its
+// entries are dropped and its grains placed again.
+func TestAGrainOfACrashedSiloIsPlacedAgainOnceTheGraceHasPassed(t *testing.T) {
+	const grace = time.Minute
+	c, fake := newGraceCluster(t, grace, "a", "b", "c")
+	a, b := c.all()[0], c.all()[1]
+	id := grainsOwnedBy("a", 1, "a", "b", "c")[0]
+	require.Empty(t, register(t, b, id))
+	dropped := a.dir.Stats().Dropped
+
+	c.kill("b")
+	located := locateLater(t, a, id)
+	require.Eventually(t, func() bool { return parkedAt(a) > 0 }, 10*time.Second, time.Millisecond, "a's lookup waits")
+	fake.Advance(grace - time.Millisecond)
+	unanswered(t, located, "the grace has not passed")
+	assert.Equal(t, dropped, a.dir.Stats().Dropped, "b's entry stays for the grace")
+
+	fake.Advance(time.Millisecond)
+	got := answered(t, located)
+	assert.True(t, got.placed, "the grain is placed again")
+	assert.NotEqual(t, "b", got.silo)
+	st := a.dir.Stats()
+	assert.Zero(t, st.Mourning)
+	assert.Greater(t, st.Dropped, dropped, "b's entry is dropped")
+}
+
+// No grace is kept for a silo that cannot be running its grains: one
+// seen restarted (at once, or after it left the view) runs nothing of its
+// old generation, and one that was shutting down unregistered what it ran.
+func TestNoGraceIsKeptForASiloThatRunsNoneOfItsGrains(t *testing.T) {
+	restarted := func(v cluster.View) cluster.View {
+		v.Members = append([]cluster.Member(nil), v.Members...)
+		for i := range v.Members {
+			if v.Members[i].ID == "b" {
+				v.Members[i].Generation = 2
+			}
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name  string
+		views func(c *fakeCluster) []cluster.View
+	}{
+		{"restarted", func(c *fakeCluster) []cluster.View { return []cluster.View{restarted(c.view())} }},
+		{"restarted after it left", func(c *fakeCluster) []cluster.View {
+			return []cluster.View{without(c.view(), nil, "b"), restarted(c.view())}
+		}},
+		{"shut down", func(c *fakeCluster) []cluster.View {
+			return []cluster.View{c.viewWith(map[string]cluster.Status{"b": cluster.StatusShuttingDown}), without(c.view(), nil, "b")}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newGraceCluster(t, time.Minute, "a", "b", "c")
+			a, b := c.all()[0], c.all()[1]
+			id := grainsOwnedBy("a", 1, "a", "b", "c")[0]
+			require.Empty(t, register(t, b, id))
+			for _, v := range tc.views(c) {
+				a.dir.SetView(v)
+			}
+			assert.Zero(t, a.dir.Stats().Mourning)
+			got := answered(t, locateLater(t, a, id))
+			assert.True(t, got.placed, "the grain is placed again at once")
+		})
+	}
+}
+
+// A grain that the silo declared dead owned the entry of has no entry at
+// its new owner (the rebuild asks the live silos, and the grain runs on
+// the lost one): its lookup waits for the grace too, and finds the grain
+// where it runs when its silo comes back.
+func TestAGrainOwnedByASiloDeclaredDeadWaitsAtItsNewOwner(t *testing.T) {
+	const grace = time.Minute
+	c, fake := newGraceCluster(t, grace, "a", "b", "c")
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	id := grainsOwnedBy("b", 1, "a", "b", "c")[0]
+	require.Empty(t, register(t, b, id))
+
+	noB := without(c.view(), nil, "b")
+	a.dir.SetView(noB)
+	cc.dir.SetView(noB)
+	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 && cc.dir.Stats().Held == 0 },
+		10*time.Second, time.Millisecond, "the ranges gained from b are rebuilt")
+	owner, _ := ring.New([]ring.Silo{{ID: "a", Generation: 1}, {ID: "c", Generation: 1}}, 0).OwnerOf(id)
+	at := a
+	if owner.ID == "c" {
+		at = cc
+	}
+	located := locateLater(t, at, id)
+	require.Eventually(t, func() bool { return parkedAt(at) > 0 }, 10*time.Second, time.Millisecond,
+		"%s's lookup waits", owner.ID)
+	fake.Advance(grace / 2)
+	unanswered(t, located, "the grace has not passed")
+
+	back := c.view()
+	a.dir.SetView(back)
+	cc.dir.SetView(back)
+	assert.Equal(t, lookup{"b", false}, answered(t, located), "the lookup finds b's activation, placing nothing")
+}
+
+// An entry of a silo in its grace goes on with the range it is in: a
+// silo that shuts down hands it to the range's new owner, which keeps it
+// for the grace rather than dropping it as dead.
+func TestAnEntryOfASiloDeclaredDeadIsHandedOnWithinTheGrace(t *testing.T) {
+	c, _ := newGraceCluster(t, time.Minute, "a", "b", "c")
+	a, b, cc := c.all()[0], c.all()[1], c.all()[2]
+	id := grainsOwnedBy("a", 1, "a", "b", "c")[0]
+	require.Empty(t, register(t, b, id))
+
+	noB := without(c.view(), nil, "b")
+	a.dir.SetView(noB)
+	cc.dir.SetView(noB)
+	leaving := without(c.viewWith(map[string]cluster.Status{"a": cluster.StatusShuttingDown}), nil, "b")
+	received := cc.dir.Stats().HandoffsReceived
+	a.dir.SetView(leaving)
+	cc.dir.SetView(leaving)
+	require.Eventually(t, func() bool {
+		st := cc.dir.Stats()
+		return st.HandoffsReceived > received && st.Held == 0
+	}, 10*time.Second, time.Millisecond, "a hands its ranges to c")
+
+	located := locateLater(t, cc, id)
+	require.Eventually(t, func() bool { return parkedAt(cc) > 0 }, 10*time.Second, time.Millisecond, "c's lookup waits")
+	back := c.viewWith(map[string]cluster.Status{"a": cluster.StatusShuttingDown})
+	for _, s := range c.all() {
+		s.dir.SetView(back)
+	}
+	assert.Equal(t, lookup{"b", false}, answered(t, located), "the lookup finds b's activation, placing nothing")
+}
