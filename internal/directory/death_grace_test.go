@@ -245,3 +245,29 @@ func TestAnEntryOfASiloDeclaredDeadIsHandedOnWithinTheGrace(t *testing.T) {
 	}
 	assert.Equal(t, lookup{"b", false}, answered(t, located), "the lookup finds b's activation, placing nothing")
 }
+
+// A silo that flaps (declared dead, back, and declared dead again within
+// one grace) gets a whole grace for its second death: the first one's
+// timer does not end it.
+func TestASecondDeathWaitsItsOwnGrace(t *testing.T) {
+	const grace = time.Minute
+	c, fake := newGraceCluster(t, grace, "a", "b", "c")
+	a, b := c.all()[0], c.all()[1]
+	id := grainsOwnedBy("a", 1, "a", "b", "c")[0]
+	require.Empty(t, register(t, b, id))
+
+	a.dir.SetView(without(c.view(), nil, "b"))
+	fake.Advance(grace / 4)
+	a.dir.SetView(c.view()) // back
+	require.Zero(t, a.dir.Stats().Mourning)
+	fake.Advance(grace / 4)
+	a.dir.SetView(without(c.view(), nil, "b")) // and declared dead again
+	located := locateLater(t, a, id)
+	require.Eventually(t, func() bool { return parkedAt(a) > 0 }, 10*time.Second, time.Millisecond, "a's lookup waits")
+	fake.Advance(grace / 2) // the first grace's timer fires
+	unanswered(t, located, "the second grace has not passed")
+	assert.Equal(t, 1, a.dir.Stats().Mourning)
+
+	fake.Advance(grace / 2)
+	assert.True(t, answered(t, located).placed, "once it has, the grain is placed again")
+}

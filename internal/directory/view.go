@@ -82,8 +82,10 @@ func (d *Directory) SetView(v cluster.View) {
 			mourningEnded = append(mourningEnded, w)
 		}
 	}
+	graces := make(map[Activation]*reclaiming, len(mourned))
 	for _, a := range mourned {
-		d.mu.mourning[a] = d.awaitReclaimLocked(nil)
+		graces[a] = d.awaitReclaimLocked(nil)
+		d.mu.mourning[a] = graces[a]
 	}
 	oldRing := d.mu.ring
 	newRing := ring.New(active, d.opts.VirtualNodes)
@@ -259,8 +261,8 @@ func (d *Directory) SetView(v cluster.View) {
 	for _, w := range mourningEnded {
 		d.endReclaimWait(w)
 	}
-	if len(mourned) > 0 {
-		d.clock.AfterFunc(d.opts.DeathGrace, func() { d.endMourning(mourned) })
+	if len(graces) > 0 {
+		d.clock.AfterFunc(d.opts.DeathGrace, func() { d.endMourning(graces) })
 	}
 	if len(released) > 0 {
 		d.release(released)
@@ -296,17 +298,19 @@ func (d *Directory) SetView(v cluster.View) {
 	}
 }
 
-// endMourning ends the grace of the silo generations in mourned that are
-// still in it: their entries are dropped, and what waited runs again.
-func (d *Directory) endMourning(mourned []Activation) {
+// endMourning ends the graces in graces that are still under way: their
+// silos' entries are dropped, and what waited runs again. A silo back
+// from a false death keeps its generation, so a grace it began again
+// later has the same key and is not one of these.
+func (d *Directory) endMourning(graces map[Activation]*reclaiming) {
 	d.mu.Lock()
 	if d.mu.closed {
 		d.mu.Unlock()
 		return
 	}
 	var ended []*reclaiming
-	for _, a := range mourned {
-		if w := d.mu.mourning[a]; w != nil {
+	for a, w := range graces {
+		if d.mu.mourning[a] == w {
 			delete(d.mu.mourning, a)
 			ended = append(ended, w)
 		}
