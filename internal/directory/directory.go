@@ -229,11 +229,14 @@ func (d *Directory) awaitReclaimLocked(ranges []ring.Range) *reclaiming {
 	return w
 }
 
-// endReclaimWait ends w's wait and runs again what waited for it (what
-// still waits for another reclaim parks again).
-func (d *Directory) endReclaimWait(w *reclaiming) {
+// endReclaimWait ends the waits ws and runs again, once, what waited for
+// them (what still waits for another reclaim parks again).
+func (d *Directory) endReclaimWait(ws ...*reclaiming) {
+	if len(ws) == 0 {
+		return
+	}
 	d.mu.Lock()
-	d.mu.reclaiming = slices.DeleteFunc(d.mu.reclaiming, func(o *reclaiming) bool { return o == w })
+	d.mu.reclaiming = slices.DeleteFunc(d.mu.reclaiming, func(o *reclaiming) bool { return slices.Contains(ws, o) })
 	run := d.mu.awaiting
 	d.mu.awaiting = nil
 	d.mu.Unlock()

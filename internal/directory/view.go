@@ -65,15 +65,6 @@ func (d *Directory) SetView(v cluster.View) {
 	// mistake: its grains are placed nowhere else for DeathGrace, in case
 	// it comes back. One that was shutting down unregistered what it ran,
 	// and one seen restarted runs nothing of its old generation.
-	var mourned []Activation
-	if d.opts.DeathGrace > 0 {
-		for _, a := range left {
-			old, _ := d.mu.view.Member(a.Silo)
-			if _, restarted := live[a.Silo]; !restarted && old.Status != cluster.StatusShuttingDown && a != d.self {
-				mourned = append(mourned, a)
-			}
-		}
-	}
 	// A grace ends when its silo is back, or seen restarted.
 	var mourningEnded []*reclaiming
 	for a, w := range d.mu.mourning {
@@ -82,10 +73,13 @@ func (d *Directory) SetView(v cluster.View) {
 			mourningEnded = append(mourningEnded, w)
 		}
 	}
-	graces := make(map[Activation]*reclaiming, len(mourned))
-	for _, a := range mourned {
-		graces[a] = d.awaitReclaimLocked(nil)
-		d.mu.mourning[a] = graces[a]
+	graces := make(map[Activation]*reclaiming)
+	for _, a := range left {
+		old, _ := d.mu.view.Member(a.Silo)
+		if _, restarted := live[a.Silo]; d.opts.DeathGrace > 0 && !restarted && old.Status != cluster.StatusShuttingDown && a != d.self {
+			graces[a] = d.awaitReclaimLocked(nil)
+			d.mu.mourning[a] = graces[a]
+		}
 	}
 	oldRing := d.mu.ring
 	newRing := ring.New(active, d.opts.VirtualNodes)
@@ -93,12 +87,7 @@ func (d *Directory) SetView(v cluster.View) {
 
 	// What pointed at silos that are gone goes with them, but for those in
 	// their grace.
-	for id, a := range d.mu.partition {
-		if _, mourned := d.mu.mourning[a]; !mourned && !d.liveLocked(a) {
-			delete(d.mu.partition, id)
-			d.stats.dropped.Add(1)
-		}
-	}
+	d.dropDeadEntriesLocked()
 	for id, a := range d.mu.cache {
 		if !d.liveLocked(a) {
 			delete(d.mu.cache, id)
@@ -258,9 +247,7 @@ func (d *Directory) SetView(v cluster.View) {
 	}
 	d.mu.Unlock()
 
-	for _, w := range mourningEnded {
-		d.endReclaimWait(w)
-	}
+	d.endReclaimWait(mourningEnded...)
 	if len(graces) > 0 {
 		d.clock.AfterFunc(d.opts.DeathGrace, func() { d.endMourning(graces) })
 	}
@@ -316,16 +303,20 @@ func (d *Directory) endMourning(graces map[Activation]*reclaiming) {
 		}
 	}
 	if len(ended) > 0 {
-		for id, a := range d.mu.partition {
-			if _, mourned := d.mu.mourning[a]; !mourned && !d.liveLocked(a) {
-				delete(d.mu.partition, id)
-				d.stats.dropped.Add(1)
-			}
-		}
+		d.dropDeadEntriesLocked()
 	}
 	d.mu.Unlock()
-	for _, w := range ended {
-		d.endReclaimWait(w)
+	d.endReclaimWait(ended...)
+}
+
+// dropDeadEntriesLocked drops the partition's entries of silos that are
+// gone, but for those of silos in their grace.
+func (d *Directory) dropDeadEntriesLocked() {
+	for id, a := range d.mu.partition {
+		if _, mourned := d.mu.mourning[a]; !mourned && !d.liveLocked(a) {
+			delete(d.mu.partition, id)
+			d.stats.dropped.Add(1)
+		}
 	}
 }
 
