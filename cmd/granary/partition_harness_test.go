@@ -22,7 +22,9 @@ import (
 
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/examples/counter"
+	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 	"github.com/granary-go/granary/internal/netns"
+	"github.com/granary-go/granary/internal/redistest"
 )
 
 // The partition tests run silo processes of the built binary, each in a
@@ -304,6 +306,21 @@ func (l *limiterLedger) granted(key string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mu.granted[key]
+}
+
+// storedPermits reads the available permits of a limiter grain's state as
+// the Redis store holds it (under its default key prefix), and whether it
+// holds any.
+func storedPermits(redis *redistest.Server, grainType, key string) (int64, bool) {
+	data, err := redis.Command("HGET", "granary:{"+grainType+":"+key+"}:state", "d")
+	if err != nil || data == "" {
+		return 0, false
+	}
+	var st pb.LimiterState
+	if err := st.MergeGranaryWire([]byte(data)); err != nil {
+		return 0, false
+	}
+	return st.AvailablePermits, true
 }
 
 // acquireHTTP acquires one permit of key under the named configuration

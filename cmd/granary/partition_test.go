@@ -17,6 +17,7 @@ import (
 
 	"github.com/granary-go/granary/client"
 	"github.com/granary-go/granary/examples/counter"
+	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 	"github.com/granary-go/granary/internal/netns"
 	"github.com/granary-go/granary/internal/redistest"
 	"github.com/granary-go/granary/proxy"
@@ -210,6 +211,16 @@ ratelimit:
 		}
 		return err
 	})
+	// The grant marked the limiter's state dirty, and the flusher writes
+	// it within a flush period. A cut inside that period, with Redis cut
+	// off too, loses the permit to the snapshot's best effort (a crash
+	// does the same): the majority's copy would load the state the
+	// configure wrote, one permit short. What the cut costs is measured
+	// from a stored permit.
+	require.Eventually(t, func() bool {
+		n, ok := storedPermits(redis, pb.FixedWindowLimiterGrainType, "cut")
+		return ok && n == partitionPermits-1
+	}, 10*time.Second, 10*time.Millisecond, "the placing permit stored")
 
 	// The long cut: the cluster splits, c on one side, a and b on the
 	// other.
