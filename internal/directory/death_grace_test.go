@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/directory/directorypb"
 	"github.com/granary-go/granary/internal/ring"
 )
 
@@ -270,4 +272,107 @@ func TestASecondDeathWaitsItsOwnGrace(t *testing.T) {
 
 	fake.Advance(grace / 2)
 	assert.True(t, answered(t, located).placed, "once it has, the grain is placed again")
+}
+
+// joinerWithinAGrace plays a join within a death's grace: silo b, which
+// owns and runs grain id, leaves a's view (declared dead, it runs on); a
+// gains b's range, and j, joining, gains it from a before the grace has
+// passed. j never saw b.
+func joinerWithinAGrace(t *testing.T, grace time.Duration) (c *fakeCluster, fake *clock.Fake, j *fakeSilo, id actor.GrainID) {
+	t.Helper()
+	c, fake = newGraceCluster(t, grace, "a", "b")
+	a, b := c.all()[0], c.all()[1]
+	j = c.add("j", 1)
+	withJ := ring.New([]ring.Silo{{ID: "a", Generation: 1}, {ID: "j", Generation: 1}}, 0)
+	for _, g := range grainsOwnedBy("b", 50, "a", "b") {
+		if o, _ := withJ.OwnerOf(g); o.ID == "j" {
+			id = g
+			break
+		}
+	}
+	require.NotZero(t, id, "a grain b owns that j will")
+	require.Empty(t, register(t, b, id))
+
+	a.dir.SetView(without(c.view(), nil, "b", "j"))
+	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond, "a rebuilds b's range")
+	require.Equal(t, 1, a.dir.Stats().Mourning)
+
+	joined := without(c.view(), nil, "b")
+	j.dir.SetView(joined)
+	a.dir.SetView(joined)
+	require.Eventually(t, func() bool { st := j.dir.Stats(); return st.HandoffsReceived > 0 && st.Held == 0 },
+		10*time.Second, time.Millisecond, "a hands the range to j")
+	return c, fake, j, id
+}
+
+// A range that moves on within a grace to a silo that never saw the lost
+// one carries the grace with it: the new owner keeps the grain with no
+// entry waiting for the rest of the grace, and when the lost silo comes
+// back asks it what it hosts and finds the grain there. Without the grace
+// in the handoff, j placed the grain at once, beside b's activation.
+func TestAGraceGoesOnWithARangeHandedToAJoiner(t *testing.T) {
+	const grace = time.Minute
+	c, fake, j, id := joinerWithinAGrace(t, grace)
+	assert.Equal(t, 1, j.dir.Stats().Mourning, "j keeps the grace it was handed")
+
+	located := locateLater(t, j, id)
+	require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
+	fake.Advance(grace / 2)
+	unanswered(t, located, "the grace has not passed")
+
+	c.setView() // b is back, in every view
+	assert.Equal(t, lookup{"b", false}, answered(t, located), "j finds b's activation, placing nothing")
+	assert.Zero(t, j.dir.Stats().Mourning)
+	assert.Zero(t, j.dir.Stats().Conflicts)
+}
+
+// The handed grace ends when the sender's would: a silo that does not
+// come back has its grains placed again once it has passed, not later.
+func TestAHandedGraceEndsWhenTheSendersWould(t *testing.T) {
+	const grace = time.Minute
+	_, fake, j, id := joinerWithinAGrace(t, grace)
+	located := locateLater(t, j, id)
+	require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
+	fake.Advance(grace - time.Millisecond)
+	unanswered(t, located, "the grace has not passed")
+	fake.Advance(time.Millisecond)
+	got := answered(t, located)
+	assert.True(t, got.placed, "once it has, the grain is placed again")
+	assert.NotEqual(t, "b", got.silo)
+	assert.Zero(t, j.dir.Stats().Mourning)
+}
+
+// A handoff's graces are a peer's word: none outlasts this silo's own
+// grace, one handoff begins at most maxHandedGraces, and none is begun for
+// this silo, a silo the view has, or a generation older than one gone.
+func TestHandedGracesAreBounded(t *testing.T) {
+	const grace = time.Minute
+	c, fake := newGraceCluster(t, grace, "a", "b")
+	a := c.all()[0]
+	a.dir.SetView(without(c.view(), nil, "b"))
+	require.Equal(t, 1, a.dir.Stats().Mourning)
+	a.dir.mu.Lock()
+	a.dir.mu.gone["old"] = 5
+	a.dir.mu.Unlock()
+
+	in := []*directorypb.Mourning{
+		{Silo: &directorypb.Activation{Silo: "a", Generation: 1}, RemainingNanos: int64(time.Second)},   // this silo
+		{Silo: &directorypb.Activation{Silo: "old", Generation: 4}, RemainingNanos: int64(time.Second)}, // older than the one gone
+		{Silo: &directorypb.Activation{Silo: "x", Generation: 1}, RemainingNanos: -1},                   // over
+	}
+	for i := range 2 * maxHandedGraces {
+		in = append(in, &directorypb.Mourning{Silo: &directorypb.Activation{Silo: fmt.Sprint("s", i), Generation: 1}, RemainingNanos: 1 << 62})
+	}
+	a.dir.mu.Lock()
+	graces := a.dir.takeGracesLocked(in)
+	a.dir.mu.Unlock()
+	assert.Len(t, graces, maxHandedGraces-3, "the first %d only, less the three refused", maxHandedGraces)
+	for act, w := range graces {
+		assert.Regexp(t, `^s\d+$`, act.Silo)
+		assert.Equal(t, fake.Now().Add(grace), w.until, "no longer than this silo's own grace")
+	}
+	assert.Equal(t, 1+maxHandedGraces-3, a.dir.Stats().Mourning)
+	a.dir.endGraces(graces)
+	fake.Advance(grace)
+	assert.Zero(t, a.dir.Stats().Mourning, "every grace ends")
 }

@@ -218,8 +218,12 @@ type hold struct {
 	wait uint64
 }
 
-// reclaiming is the ranges one reclaim asks a silo about.
-type reclaiming struct{ ranges []ring.Range }
+// reclaiming is the ranges one reclaim asks a silo about, or those whose
+// grains with no entry wait for a death's grace.
+type reclaiming struct {
+	ranges []ring.Range
+	until  time.Time // when the grace ends; zero for a reclaim
+}
 
 // awaitReclaimLocked makes lookups and registrations of grains without an
 // entry in ranges wait (awaitsReclaimLocked) until endReclaimWait.

@@ -317,18 +317,21 @@ func (d *Directory) remoteUnregister(ctx context.Context, id actor.GrainID) {
 
 // handoff gives silo the entries of ranges it now owns, and the ranges it
 // owns now that this silo held unfilled.
-func (d *Directory) handoff(ctx context.Context, silo string, ranges, unfilled []ring.Range, entries map[actor.GrainID]Activation) error {
+func (d *Directory) handoff(ctx context.Context, silo string, ranges, unfilled []ring.Range, entries map[actor.GrainID]Activation, graces ...handedGrace) error {
 	req := &directorypb.HandoffRequest{From: pbActivation(d.self)}
-	for _, r := range ranges {
-		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
+	for _, g := range graces {
+		req.Mourning = append(req.Mourning, &directorypb.Mourning{Silo: pbActivation(g.a), Ranges: pbRanges(g.ranges)})
 	}
-	for _, r := range unfilled {
-		req.Unfilled = append(req.Unfilled, &directorypb.Range{First: r.First, Last: r.Last})
-	}
+	req.Ranges = pbRanges(ranges)
+	req.Unfilled = pbRanges(unfilled)
 	for id, a := range entries {
 		req.Entries = append(req.Entries, &directorypb.Entry{Grain: pbGrain(id), Activation: pbActivation(a)})
 	}
 	for {
+		// What is left of each grace is told as of each try.
+		for i, g := range graces {
+			req.Mourning[i].RemainingNanos = int64(g.until.Sub(d.clock.Now()))
+		}
 		err := d.call(silo, func(ref directorypb.DirectoryRef) error {
 			_, err := ref.Handoff(ctx, req, d.callTimeout())
 			return err
@@ -352,9 +355,7 @@ func (d *Directory) handoff(ctx context.Context, silo string, ranges, unfilled [
 func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 	d.stats.rebuilds.Add(int64(len(ranges)))
 	req := &directorypb.HostedRequest{}
-	for _, r := range ranges {
-		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
-	}
+	req.Ranges = pbRanges(ranges)
 	d.mu.Lock()
 	var silos []string
 	for _, m := range d.mu.view.Members {
@@ -623,6 +624,24 @@ func overlapsAny(r ring.Range, ranges []ring.Range) bool {
 		}
 	}
 	return false
+}
+
+// rangesOf decodes ranges from the wire.
+func rangesOf(in []*directorypb.Range) []ring.Range {
+	out := make([]ring.Range, 0, len(in))
+	for _, r := range in {
+		out = append(out, ring.Range{First: r.GetFirst(), Last: r.GetLast()})
+	}
+	return out
+}
+
+// pbRanges encodes ranges for the wire.
+func pbRanges(in []ring.Range) []*directorypb.Range {
+	out := make([]*directorypb.Range, 0, len(in))
+	for _, r := range in {
+		out = append(out, &directorypb.Range{First: r.First, Last: r.Last})
+	}
+	return out
 }
 
 // covered reports whether r lies within one of ranges.

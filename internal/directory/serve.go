@@ -62,13 +62,11 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 		return &directorypb.UnregisterReply{}, nil, false
 	case *directorypb.HandoffRequest:
 		d.stats.handoffsReceived.Add(1)
-		ranges := make([]ring.Range, 0, len(in.GetRanges()))
-		for _, r := range in.GetRanges() {
-			ranges = append(ranges, ring.Range{First: r.GetFirst(), Last: r.GetLast()})
-		}
+		ranges := rangesOf(in.GetRanges())
 		from := in.GetFrom()
 		s := ring.Silo{ID: from.GetSilo(), Generation: from.GetGeneration()}
 		d.mu.Lock()
+		graces := d.takeGracesLocked(in.GetMourning())
 		losers := d.mergeLocked(in.GetEntries())
 		// Only what this silo's view does not give it yet is remembered,
 		// for the view that will (SetView), in the same critical section
@@ -81,20 +79,13 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 			}
 		}
 		d.mu.Unlock()
+		d.endGraces(graces)
 		d.deactivateLosers(losers)
 		d.release(ranges)
-		unfilled := make([]ring.Range, 0, len(in.GetUnfilled()))
-		for _, r := range in.GetUnfilled() {
-			unfilled = append(unfilled, ring.Range{First: r.GetFirst(), Last: r.GetLast()})
-		}
-		d.receivedUnfilled(s, unfilled)
+		d.receivedUnfilled(s, rangesOf(in.GetUnfilled()))
 		return &directorypb.HandoffReply{}, nil, false
 	case *directorypb.HostedRequest:
-		ranges := make([]ring.Range, 0, len(in.GetRanges()))
-		for _, r := range in.GetRanges() {
-			ranges = append(ranges, ring.Range{First: r.GetFirst(), Last: r.GetLast()})
-		}
-		return &directorypb.HostedReply{Entries: d.hosted(ranges)}, nil, false
+		return &directorypb.HostedReply{Entries: d.hosted(rangesOf(in.GetRanges()))}, nil, false
 	case *directorypb.DeactivateRequest:
 		if activationOf(in.GetActivation()) == d.self {
 			d.host.Deactivate(grainOf(in.GetGrain()))

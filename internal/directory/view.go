@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/cluster"
@@ -73,11 +74,13 @@ func (d *Directory) SetView(v cluster.View) {
 			mourningEnded = append(mourningEnded, w)
 		}
 	}
+	now := d.clock.Now()
 	graces := make(map[Activation]*reclaiming)
 	for _, a := range left {
 		old, _ := d.mu.view.Member(a.Silo)
 		if _, restarted := live[a.Silo]; d.opts.DeathGrace > 0 && !restarted && old.Status != cluster.StatusShuttingDown && a != d.self {
 			graces[a] = d.awaitReclaimLocked(nil)
+			graces[a].until = now.Add(d.opts.DeathGrace)
 			d.mu.mourning[a] = graces[a]
 		}
 	}
@@ -99,7 +102,6 @@ func (d *Directory) SetView(v cluster.View) {
 	// One seen only after its grace had its entries taken for dead, and
 	// its grains may have been activated again elsewhere meanwhile: like a
 	// silo back from a false death, it is asked what it hosts.
-	now := d.clock.Now()
 	for key, first := range d.mu.unseen {
 		gen, ok := live[key.ID]
 		seen := ok && gen == key.Generation
@@ -206,6 +208,7 @@ func (d *Directory) SetView(v cluster.View) {
 	type batch struct {
 		ranges, unfilled []ring.Range
 		entries          map[actor.GrainID]Activation
+		mourning         []handedGrace
 	}
 	handoffs := make(map[string]*batch)
 	batchFor := func(silo string) *batch {
@@ -233,6 +236,9 @@ func (d *Directory) SetView(v cluster.View) {
 		}
 		batchFor(owner.ID).entries[id] = a
 		delete(d.mu.partition, id)
+	}
+	for _, b := range handoffs {
+		b.mourning = d.handedGracesLocked(append(slices.Clone(b.ranges), b.unfilled...), b.entries)
 	}
 	again, againHere := d.registerAgainLocked(left)
 	// The reclaims of returned silos start waiting here, with the view
@@ -271,7 +277,7 @@ func (d *Directory) SetView(v cluster.View) {
 		d.mu.handoffs++
 		d.mu.Unlock()
 		if !d.untilAnswered(silo, "directory: handoff", func(ctx context.Context) error {
-			return d.handoff(ctx, silo, b.ranges, b.unfilled, b.entries)
+			return d.handoff(ctx, silo, b.ranges, b.unfilled, b.entries, b.mourning...)
 		}, d.handoffDone) {
 			d.handoffDone()
 		}
@@ -307,6 +313,113 @@ func (d *Directory) endMourning(graces map[Activation]*reclaiming) {
 	}
 	d.mu.Unlock()
 	d.endReclaimWait(ended...)
+}
+
+// handedGrace is a silo in its death's grace as a handoff tells its
+// receiver: the handed ranges gained from it, and when the grace ends.
+type handedGrace struct {
+	a      Activation
+	ranges []ring.Range
+	until  time.Time
+}
+
+// handedGracesLocked returns the graces a handoff of ranges and entries
+// must carry: those of the silos whose entries it hands, or whose ranges
+// gained it overlaps. The receiver may never have seen such a silo, and
+// would place its grains at once.
+func (d *Directory) handedGracesLocked(ranges []ring.Range, entries map[actor.GrainID]Activation) []handedGrace {
+	if len(d.mu.mourning) == 0 {
+		return nil
+	}
+	var out []handedGrace
+	for a, w := range d.mu.mourning {
+		g := handedGrace{a: a, until: w.until, ranges: intersect(w.ranges, ranges)}
+		if len(g.ranges) == 0 && !hasEntryOf(entries, a) {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func hasEntryOf(entries map[actor.GrainID]Activation, a Activation) bool {
+	for _, e := range entries {
+		if e == a {
+			return true
+		}
+	}
+	return false
+}
+
+// maxHandedGraces bounds the graces a silo takes from one handoff: no more
+// silos than that are lost at once in a cluster that still has a majority
+// to hand ranges on, and a peer must not make it keep an unbounded number.
+const maxHandedGraces = 64
+
+// takeGracesLocked keeps, for the rest of their grace, the silos that a
+// handoff's sender was mourning and this silo is not: their entries in
+// the handoff are kept, not dropped as dead or taken for an unseen
+// silo's, the handed ranges' grains with no entry wait, and a silo that
+// comes back is asked what it hosts, as the sender would have done. A
+// grace is never longer than this silo's own DeathGrace. It returns the
+// graces begun, for endGraces.
+func (d *Directory) takeGracesLocked(in []*directorypb.Mourning) map[Activation]*reclaiming {
+	if d.opts.DeathGrace <= 0 {
+		return nil
+	}
+	var graces map[Activation]*reclaiming
+	now := d.clock.Now()
+	for i, m := range in {
+		if i == maxHandedGraces {
+			break
+		}
+		a := activationOf(m.GetSilo())
+		left := min(time.Duration(m.GetRemainingNanos()), d.opts.DeathGrace)
+		if a.Silo == "" || a.Silo == d.self.Silo || left <= 0 {
+			continue
+		}
+		if _, seen := d.mu.live[a.Silo]; seen {
+			continue // alive in this view, or restarted: not dead here
+		}
+		if gen, gone := d.mu.gone[a.Silo]; gone && gen > a.Generation {
+			continue // a later generation has left since
+		}
+		ranges := rangesOf(m.GetRanges())
+		if w := d.mu.mourning[a]; w != nil {
+			w.ranges = append(w.ranges, ranges...)
+			continue
+		}
+		d.mu.gone[a.Silo] = a.Generation
+		w := d.awaitReclaimLocked(ranges)
+		w.until = now.Add(left)
+		d.mu.mourning[a] = w
+		if graces == nil {
+			graces = make(map[Activation]*reclaiming)
+		}
+		graces[a] = w
+	}
+	return graces
+}
+
+// endGraces ends each of graces when it is due (endMourning).
+func (d *Directory) endGraces(graces map[Activation]*reclaiming) {
+	now := d.clock.Now()
+	for a, w := range graces {
+		d.clock.AfterFunc(w.until.Sub(now), func() { d.endMourning(map[Activation]*reclaiming{a: w}) })
+	}
+}
+
+// intersect returns the parts of as that lie in bs.
+func intersect(as, bs []ring.Range) []ring.Range {
+	var out []ring.Range
+	for _, a := range as {
+		for _, b := range bs {
+			if first, last := max(a.First, b.First), min(a.Last, b.Last); first <= last {
+				out = append(out, ring.Range{First: first, Last: last})
+			}
+		}
+	}
+	return out
 }
 
 // dropDeadEntriesLocked drops the partition's entries of silos that are
@@ -389,9 +502,7 @@ func (d *Directory) reclaim(silo string, ranges []ring.Range, wait *reclaiming, 
 		return
 	}
 	req := &directorypb.HostedRequest{}
-	for _, r := range ranges {
-		req.Ranges = append(req.Ranges, &directorypb.Range{First: r.First, Last: r.Last})
-	}
+	req.Ranges = pbRanges(ranges)
 	if !d.untilAnswered(silo, what, func(ctx context.Context) error {
 		defer endWait()
 		var reply *directorypb.HostedReply

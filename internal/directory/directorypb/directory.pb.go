@@ -478,7 +478,14 @@ type HandoffRequest struct {
 	// some of theirs, so the receiver rebuilds them from what the silos host
 	// instead of trusting them. A receiver that ignores the field holds them
 	// until its handoff wait ends, and rebuilds them then.
-	Unfilled      []*Range `protobuf:"bytes,4,rep,name=unfilled,proto3" json:"unfilled,omitempty"`
+	Unfilled []*Range `protobuf:"bytes,4,rep,name=unfilled,proto3" json:"unfilled,omitempty"`
+	// Silos that the sender's view lost and that are still in their death's
+	// grace there, whose entries or whose grains with no entry the handed
+	// ranges may hold: the receiver keeps them for the rest of the grace, as
+	// the sender would have (a receiver that never saw the silo would take
+	// it for one it has not seen yet, and place its grains with no entry at
+	// once).
+	Mourning      []*Mourning `protobuf:"bytes,5,rep,name=mourning,proto3" json:"mourning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -541,6 +548,77 @@ func (x *HandoffRequest) GetUnfilled() []*Range {
 	return nil
 }
 
+func (x *HandoffRequest) GetMourning() []*Mourning {
+	if x != nil {
+		return x.Mourning
+	}
+	return nil
+}
+
+// Mourning is a silo in its death's grace at the sender of a handoff.
+type Mourning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Silo  *Activation            `protobuf:"bytes,1,opt,name=silo,proto3" json:"silo,omitempty"`
+	// What is left of the grace at the sender when it sends, in nanoseconds.
+	RemainingNanos int64 `protobuf:"varint,2,opt,name=remaining_nanos,json=remainingNanos,proto3" json:"remaining_nanos,omitempty"`
+	// The handed ranges the sender gained from the silo: their grains with
+	// no entry may run on it, and wait for the grace.
+	Ranges        []*Range `protobuf:"bytes,3,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Mourning) Reset() {
+	*x = Mourning{}
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Mourning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Mourning) ProtoMessage() {}
+
+func (x *Mourning) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Mourning.ProtoReflect.Descriptor instead.
+func (*Mourning) Descriptor() ([]byte, []int) {
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Mourning) GetSilo() *Activation {
+	if x != nil {
+		return x.Silo
+	}
+	return nil
+}
+
+func (x *Mourning) GetRemainingNanos() int64 {
+	if x != nil {
+		return x.RemainingNanos
+	}
+	return 0
+}
+
+func (x *Mourning) GetRanges() []*Range {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
 type HandoffReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -549,7 +627,7 @@ type HandoffReply struct {
 
 func (x *HandoffReply) Reset() {
 	*x = HandoffReply{}
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[10]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +639,7 @@ func (x *HandoffReply) String() string {
 func (*HandoffReply) ProtoMessage() {}
 
 func (x *HandoffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[10]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +652,7 @@ func (x *HandoffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffReply.ProtoReflect.Descriptor instead.
 func (*HandoffReply) Descriptor() ([]byte, []int) {
-	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{10}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{11}
 }
 
 // Range is an inclusive range of the ring's 64-bit hash space.
@@ -588,7 +666,7 @@ type Range struct {
 
 func (x *Range) Reset() {
 	*x = Range{}
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[11]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +678,7 @@ func (x *Range) String() string {
 func (*Range) ProtoMessage() {}
 
 func (x *Range) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[11]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +691,7 @@ func (x *Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Range.ProtoReflect.Descriptor instead.
 func (*Range) Descriptor() ([]byte, []int) {
-	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{11}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Range) GetFirst() uint64 {
@@ -639,7 +717,7 @@ type HostedRequest struct {
 
 func (x *HostedRequest) Reset() {
 	*x = HostedRequest{}
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[12]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +729,7 @@ func (x *HostedRequest) String() string {
 func (*HostedRequest) ProtoMessage() {}
 
 func (x *HostedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[12]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +742,7 @@ func (x *HostedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostedRequest.ProtoReflect.Descriptor instead.
 func (*HostedRequest) Descriptor() ([]byte, []int) {
-	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{12}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HostedRequest) GetRanges() []*Range {
@@ -683,7 +761,7 @@ type HostedReply struct {
 
 func (x *HostedReply) Reset() {
 	*x = HostedReply{}
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[13]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +773,7 @@ func (x *HostedReply) String() string {
 func (*HostedReply) ProtoMessage() {}
 
 func (x *HostedReply) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[13]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +786,7 @@ func (x *HostedReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostedReply.ProtoReflect.Descriptor instead.
 func (*HostedReply) Descriptor() ([]byte, []int) {
-	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{13}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HostedReply) GetEntries() []*Entry {
@@ -728,7 +806,7 @@ type DeactivateRequest struct {
 
 func (x *DeactivateRequest) Reset() {
 	*x = DeactivateRequest{}
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[14]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +818,7 @@ func (x *DeactivateRequest) String() string {
 func (*DeactivateRequest) ProtoMessage() {}
 
 func (x *DeactivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[14]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +831,7 @@ func (x *DeactivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeactivateRequest.ProtoReflect.Descriptor instead.
 func (*DeactivateRequest) Descriptor() ([]byte, []int) {
-	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{14}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeactivateRequest) GetGrain() *GrainID {
@@ -778,7 +856,7 @@ type DeactivateReply struct {
 
 func (x *DeactivateReply) Reset() {
 	*x = DeactivateReply{}
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[15]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +868,7 @@ func (x *DeactivateReply) String() string {
 func (*DeactivateReply) ProtoMessage() {}
 
 func (x *DeactivateReply) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[15]
+	mi := &file_internal_directory_directorypb_directory_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +881,7 @@ func (x *DeactivateReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeactivateReply.ProtoReflect.Descriptor instead.
 func (*DeactivateReply) Descriptor() ([]byte, []int) {
-	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{15}
+	return file_internal_directory_directorypb_directory_proto_rawDescGZIP(), []int{16}
 }
 
 var File_internal_directory_directorypb_directory_proto protoreflect.FileDescriptor
@@ -844,12 +922,17 @@ const file_internal_directory_directorypb_directory_proto_rawDesc = "" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12D\n" +
 	"\n" +
 	"activation\x18\x02 \x01(\v2$.granary.system.directory.ActivationR\n" +
-	"activation\"\xfb\x01\n" +
+	"activation\"\xbb\x02\n" +
 	"\x0eHandoffRequest\x129\n" +
 	"\aentries\x18\x01 \x03(\v2\x1f.granary.system.directory.EntryR\aentries\x127\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1f.granary.system.directory.RangeR\x06ranges\x128\n" +
 	"\x04from\x18\x03 \x01(\v2$.granary.system.directory.ActivationR\x04from\x12;\n" +
-	"\bunfilled\x18\x04 \x03(\v2\x1f.granary.system.directory.RangeR\bunfilled\"\x0e\n" +
+	"\bunfilled\x18\x04 \x03(\v2\x1f.granary.system.directory.RangeR\bunfilled\x12>\n" +
+	"\bmourning\x18\x05 \x03(\v2\".granary.system.directory.MourningR\bmourning\"\xa6\x01\n" +
+	"\bMourning\x128\n" +
+	"\x04silo\x18\x01 \x01(\v2$.granary.system.directory.ActivationR\x04silo\x12'\n" +
+	"\x0fremaining_nanos\x18\x02 \x01(\x03R\x0eremainingNanos\x127\n" +
+	"\x06ranges\x18\x03 \x03(\v2\x1f.granary.system.directory.RangeR\x06ranges\"\x0e\n" +
 	"\fHandoffReply\"1\n" +
 	"\x05Range\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x12\n" +
@@ -886,7 +969,7 @@ func file_internal_directory_directorypb_directory_proto_rawDescGZIP() []byte {
 	return file_internal_directory_directorypb_directory_proto_rawDescData
 }
 
-var file_internal_directory_directorypb_directory_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_internal_directory_directorypb_directory_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_internal_directory_directorypb_directory_proto_goTypes = []any{
 	(*GrainID)(nil),           // 0: granary.system.directory.GrainID
 	(*Activation)(nil),        // 1: granary.system.directory.Activation
@@ -898,12 +981,13 @@ var file_internal_directory_directorypb_directory_proto_goTypes = []any{
 	(*LookupRequest)(nil),     // 7: granary.system.directory.LookupRequest
 	(*LookupReply)(nil),       // 8: granary.system.directory.LookupReply
 	(*HandoffRequest)(nil),    // 9: granary.system.directory.HandoffRequest
-	(*HandoffReply)(nil),      // 10: granary.system.directory.HandoffReply
-	(*Range)(nil),             // 11: granary.system.directory.Range
-	(*HostedRequest)(nil),     // 12: granary.system.directory.HostedRequest
-	(*HostedReply)(nil),       // 13: granary.system.directory.HostedReply
-	(*DeactivateRequest)(nil), // 14: granary.system.directory.DeactivateRequest
-	(*DeactivateReply)(nil),   // 15: granary.system.directory.DeactivateReply
+	(*Mourning)(nil),          // 10: granary.system.directory.Mourning
+	(*HandoffReply)(nil),      // 11: granary.system.directory.HandoffReply
+	(*Range)(nil),             // 12: granary.system.directory.Range
+	(*HostedRequest)(nil),     // 13: granary.system.directory.HostedRequest
+	(*HostedReply)(nil),       // 14: granary.system.directory.HostedReply
+	(*DeactivateRequest)(nil), // 15: granary.system.directory.DeactivateRequest
+	(*DeactivateReply)(nil),   // 16: granary.system.directory.DeactivateReply
 }
 var file_internal_directory_directorypb_directory_proto_depIdxs = []int32{
 	0,  // 0: granary.system.directory.Entry.grain:type_name -> granary.system.directory.GrainID
@@ -916,30 +1000,33 @@ var file_internal_directory_directorypb_directory_proto_depIdxs = []int32{
 	0,  // 7: granary.system.directory.LookupRequest.grain:type_name -> granary.system.directory.GrainID
 	1,  // 8: granary.system.directory.LookupReply.activation:type_name -> granary.system.directory.Activation
 	2,  // 9: granary.system.directory.HandoffRequest.entries:type_name -> granary.system.directory.Entry
-	11, // 10: granary.system.directory.HandoffRequest.ranges:type_name -> granary.system.directory.Range
+	12, // 10: granary.system.directory.HandoffRequest.ranges:type_name -> granary.system.directory.Range
 	1,  // 11: granary.system.directory.HandoffRequest.from:type_name -> granary.system.directory.Activation
-	11, // 12: granary.system.directory.HandoffRequest.unfilled:type_name -> granary.system.directory.Range
-	11, // 13: granary.system.directory.HostedRequest.ranges:type_name -> granary.system.directory.Range
-	2,  // 14: granary.system.directory.HostedReply.entries:type_name -> granary.system.directory.Entry
-	0,  // 15: granary.system.directory.DeactivateRequest.grain:type_name -> granary.system.directory.GrainID
-	1,  // 16: granary.system.directory.DeactivateRequest.activation:type_name -> granary.system.directory.Activation
-	3,  // 17: granary.system.directory.Directory.Register:input_type -> granary.system.directory.RegisterRequest
-	5,  // 18: granary.system.directory.Directory.Unregister:input_type -> granary.system.directory.UnregisterRequest
-	7,  // 19: granary.system.directory.Directory.Lookup:input_type -> granary.system.directory.LookupRequest
-	9,  // 20: granary.system.directory.Directory.Handoff:input_type -> granary.system.directory.HandoffRequest
-	12, // 21: granary.system.directory.Directory.Hosted:input_type -> granary.system.directory.HostedRequest
-	14, // 22: granary.system.directory.Directory.Deactivate:input_type -> granary.system.directory.DeactivateRequest
-	4,  // 23: granary.system.directory.Directory.Register:output_type -> granary.system.directory.RegisterReply
-	6,  // 24: granary.system.directory.Directory.Unregister:output_type -> granary.system.directory.UnregisterReply
-	8,  // 25: granary.system.directory.Directory.Lookup:output_type -> granary.system.directory.LookupReply
-	10, // 26: granary.system.directory.Directory.Handoff:output_type -> granary.system.directory.HandoffReply
-	13, // 27: granary.system.directory.Directory.Hosted:output_type -> granary.system.directory.HostedReply
-	15, // 28: granary.system.directory.Directory.Deactivate:output_type -> granary.system.directory.DeactivateReply
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	12, // 12: granary.system.directory.HandoffRequest.unfilled:type_name -> granary.system.directory.Range
+	10, // 13: granary.system.directory.HandoffRequest.mourning:type_name -> granary.system.directory.Mourning
+	1,  // 14: granary.system.directory.Mourning.silo:type_name -> granary.system.directory.Activation
+	12, // 15: granary.system.directory.Mourning.ranges:type_name -> granary.system.directory.Range
+	12, // 16: granary.system.directory.HostedRequest.ranges:type_name -> granary.system.directory.Range
+	2,  // 17: granary.system.directory.HostedReply.entries:type_name -> granary.system.directory.Entry
+	0,  // 18: granary.system.directory.DeactivateRequest.grain:type_name -> granary.system.directory.GrainID
+	1,  // 19: granary.system.directory.DeactivateRequest.activation:type_name -> granary.system.directory.Activation
+	3,  // 20: granary.system.directory.Directory.Register:input_type -> granary.system.directory.RegisterRequest
+	5,  // 21: granary.system.directory.Directory.Unregister:input_type -> granary.system.directory.UnregisterRequest
+	7,  // 22: granary.system.directory.Directory.Lookup:input_type -> granary.system.directory.LookupRequest
+	9,  // 23: granary.system.directory.Directory.Handoff:input_type -> granary.system.directory.HandoffRequest
+	13, // 24: granary.system.directory.Directory.Hosted:input_type -> granary.system.directory.HostedRequest
+	15, // 25: granary.system.directory.Directory.Deactivate:input_type -> granary.system.directory.DeactivateRequest
+	4,  // 26: granary.system.directory.Directory.Register:output_type -> granary.system.directory.RegisterReply
+	6,  // 27: granary.system.directory.Directory.Unregister:output_type -> granary.system.directory.UnregisterReply
+	8,  // 28: granary.system.directory.Directory.Lookup:output_type -> granary.system.directory.LookupReply
+	11, // 29: granary.system.directory.Directory.Handoff:output_type -> granary.system.directory.HandoffReply
+	14, // 30: granary.system.directory.Directory.Hosted:output_type -> granary.system.directory.HostedReply
+	16, // 31: granary.system.directory.Directory.Deactivate:output_type -> granary.system.directory.DeactivateReply
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_internal_directory_directorypb_directory_proto_init() }
@@ -953,7 +1040,7 @@ func file_internal_directory_directorypb_directory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_directory_directorypb_directory_proto_rawDesc), len(file_internal_directory_directorypb_directory_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

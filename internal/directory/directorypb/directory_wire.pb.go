@@ -855,6 +855,23 @@ func (m *HandoffRequest) AppendGranaryWire(b []byte) ([]byte, error) {
 			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
 		}
 	}
+	// mourning = 5
+	for _, e := range m.Mourning {
+		b = append(b, 0x2a, 0)
+		start := len(b)
+		var err error
+		if b, err = e.AppendGranaryWire(b); err != nil {
+			return b, err
+		}
+		if n := len(b) - start; n < 0x80 {
+			b[start-1] = byte(n)
+		} else {
+			extra := protowire.SizeVarint(uint64(n)) - 1
+			b = append(b, make([]byte, extra)...)
+			copy(b[start+extra:], b[start:start+n])
+			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
+		}
+	}
 	return append(b, m.unknownFields...), nil
 }
 
@@ -942,6 +959,22 @@ func (m *HandoffRequest) mergeGranaryWire(b []byte, depth int) error {
 				return err
 			}
 			m.Unfilled = append(m.Unfilled, e)
+		case 0x2a: // mourning
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			e := new(Mourning)
+			if err := e.mergeGranaryWire(v, depth); err != nil {
+				return err
+			}
+			m.Mourning = append(m.Mourning, e)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
@@ -954,6 +987,126 @@ func (m *HandoffRequest) mergeGranaryWire(b []byte, depth int) error {
 	return nil
 invalid:
 	return wirecodec.InvalidError("granary.system.directory.HandoffRequest")
+}
+
+// AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
+// writes for m. A nil m appends nothing.
+func (m *Mourning) AppendGranaryWire(b []byte) ([]byte, error) {
+	if m == nil {
+		return b, nil
+	}
+	// silo = 1
+	if m.Silo != nil {
+		b = append(b, 0x0a, 0)
+		start := len(b)
+		var err error
+		if b, err = m.Silo.AppendGranaryWire(b); err != nil {
+			return b, err
+		}
+		if n := len(b) - start; n < 0x80 {
+			b[start-1] = byte(n)
+		} else {
+			extra := protowire.SizeVarint(uint64(n)) - 1
+			b = append(b, make([]byte, extra)...)
+			copy(b[start+extra:], b[start:start+n])
+			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
+		}
+	}
+	// remaining_nanos = 2
+	if x := uint64(m.RemainingNanos); x != 0 {
+		b = wirecodec.AppendVarint(append(b, 0x10), x)
+	}
+	// ranges = 3
+	for _, e := range m.Ranges {
+		b = append(b, 0x1a, 0)
+		start := len(b)
+		var err error
+		if b, err = e.AppendGranaryWire(b); err != nil {
+			return b, err
+		}
+		if n := len(b) - start; n < 0x80 {
+			b[start-1] = byte(n)
+		} else {
+			extra := protowire.SizeVarint(uint64(n)) - 1
+			b = append(b, make([]byte, extra)...)
+			copy(b[start+extra:], b[start:start+n])
+			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
+		}
+	}
+	return append(b, m.unknownFields...), nil
+}
+
+// MergeGranaryWire decodes b into m as proto.UnmarshalOptions{Merge: true}
+// does: fields in b replace or, when repeated or messages, add to m's.
+func (m *Mourning) MergeGranaryWire(b []byte) error {
+	return m.mergeGranaryWire(b, protowire.DefaultRecursionLimit)
+}
+
+// mergeGranaryWire is MergeGranaryWire with the number of message levels,
+// this one included, that may still nest before the recursion limit.
+func (m *Mourning) mergeGranaryWire(b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return wirecodec.DepthError("granary.system.directory.Mourning")
+	}
+	for len(b) > 0 {
+		tag, n := wirecodec.ConsumeVarint(b)
+		if n < 0 {
+			goto invalid
+		}
+		b = b[n:]
+		switch tag {
+		case 0xa: // silo
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			if m.Silo == nil {
+				m.Silo = new(Activation)
+			}
+			if err := m.Silo.mergeGranaryWire(v, depth); err != nil {
+				return err
+			}
+		case 0x10: // remaining_nanos
+			x, n := wirecodec.ConsumeVarint(b)
+			if n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+			m.RemainingNanos = int64(x)
+		case 0x1a: // ranges
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			e := new(Range)
+			if err := e.mergeGranaryWire(v, depth); err != nil {
+				return err
+			}
+			m.Ranges = append(m.Ranges, e)
+		default:
+			// Anything else, a known field number with another wire type
+			// included, is kept as an unknown field, as protobuf does.
+			if m.unknownFields, n = wirecodec.ConsumeUnknown(m.unknownFields, tag, b); n < 0 {
+				goto invalid
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+invalid:
+	return wirecodec.InvalidError("granary.system.directory.Mourning")
 }
 
 // AppendGranaryWire appends m's wire encoding to b: the bytes proto.Marshal
