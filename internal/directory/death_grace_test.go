@@ -296,6 +296,7 @@ func joinerWithinAGrace(t *testing.T, grace time.Duration) (c *fakeCluster, fake
 	a.dir.SetView(without(c.view(), nil, "b", "j"))
 	require.Eventually(t, func() bool { return a.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond, "a rebuilds b's range")
 	require.Equal(t, 1, a.dir.Stats().Mourning)
+	fake.Advance(grace / 2) // j joins half way through the grace
 
 	joined := without(c.view(), nil, "b")
 	j.dir.SetView(joined)
@@ -317,7 +318,7 @@ func TestAGraceGoesOnWithARangeHandedToAJoiner(t *testing.T) {
 
 	located := locateLater(t, j, id)
 	require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
-	fake.Advance(grace / 2)
+	fake.Advance(grace/2 - time.Millisecond)
 	unanswered(t, located, "the grace has not passed")
 
 	c.setView() // b is back, in every view
@@ -333,46 +334,72 @@ func TestAHandedGraceEndsWhenTheSendersWould(t *testing.T) {
 	_, fake, j, id := joinerWithinAGrace(t, grace)
 	located := locateLater(t, j, id)
 	require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
-	fake.Advance(grace - time.Millisecond)
+	fake.Advance(grace/2 - time.Millisecond)
 	unanswered(t, located, "the grace has not passed")
 	fake.Advance(time.Millisecond)
 	got := answered(t, located)
-	assert.True(t, got.placed, "once it has, the grain is placed again")
+	assert.True(t, got.placed, "once the sender's grace has passed, the grain is placed again")
 	assert.NotEqual(t, "b", got.silo)
 	assert.Zero(t, j.dir.Stats().Mourning)
 }
 
-// A handoff's graces are a peer's word: none outlasts this silo's own
-// grace, one handoff begins at most maxHandedGraces, and none is begun for
-// this silo, a silo the view has, or a generation older than one gone.
+// A handoff's graces are a peer's word: only a live sender's are taken;
+// none outlasts this silo's own grace or covers more than the handoff
+// hands; at most maxHandedGraces are kept at once; none is begun for this
+// silo, a silo the view has, or one already dead here; and a silo whose
+// grace is over by the time the handoff arrives is dead here, not unseen.
 func TestHandedGracesAreBounded(t *testing.T) {
 	const grace = time.Minute
-	c, fake := newGraceCluster(t, grace, "a", "b")
+	c, fake := newGraceCluster(t, grace, "a", "b", "c")
 	a := c.all()[0]
 	a.dir.SetView(without(c.view(), nil, "b"))
 	require.Equal(t, 1, a.dir.Stats().Mourning)
+	from := Activation{Silo: "c", Generation: 1}
+	handed := []ring.Range{{First: 100, Last: 200}}
+	mourning := func(silo string, gen int64, remaining time.Duration, ranges ...ring.Range) *directorypb.Mourning {
+		return &directorypb.Mourning{Silo: &directorypb.Activation{Silo: silo, Generation: gen}, RemainingNanos: int64(remaining), Ranges: pbRanges(ranges)}
+	}
+	take := func(from Activation, in ...*directorypb.Mourning) map[Activation]*reclaiming {
+		a.dir.mu.Lock()
+		defer a.dir.mu.Unlock()
+		return a.dir.takeGracesLocked(from, handed, in)
+	}
+
 	a.dir.mu.Lock()
-	a.dir.mu.gone["old"] = 5
+	a.dir.mu.gone["gone-sender"] = 1
+	a.dir.mu.Unlock()
+	assert.Empty(t, take(Activation{Silo: "gone-sender", Generation: 1}, mourning("x", 1, time.Second)), "a sender a takes for dead")
+
+	graces := take(from,
+		mourning("a", 1, time.Second),           // this silo
+		mourning("c", 1, time.Second),           // in a's view
+		mourning("b", 1, time.Second),           // mourned by a already
+		mourning("gone-sender", 1, time.Second), // dead here already
+		mourning("over", 1, -1),                 // its grace over
+		mourning("long", 1, 1<<62, ring.Range{First: 0, Last: 150}, ring.Range{First: 180, Last: 1 << 40}),
+	)
+	require.Len(t, graces, 1)
+	w := graces[Activation{Silo: "long", Generation: 1}]
+	require.NotNil(t, w)
+	assert.Equal(t, fake.Now().Add(grace), w.until, "no longer than a's own grace")
+	assert.Equal(t, []ring.Range{{First: 100, Last: 150}, {First: 180, Last: 200}}, w.ranges, "only what the handoff hands")
+	a.dir.mu.Lock()
+	assert.False(t, a.dir.liveLocked(Activation{Silo: "over", Generation: 1}), "a silo whose grace is over is dead, not unseen")
 	a.dir.mu.Unlock()
 
-	in := []*directorypb.Mourning{
-		{Silo: &directorypb.Activation{Silo: "a", Generation: 1}, RemainingNanos: int64(time.Second)},   // this silo
-		{Silo: &directorypb.Activation{Silo: "old", Generation: 4}, RemainingNanos: int64(time.Second)}, // older than the one gone
-		{Silo: &directorypb.Activation{Silo: "x", Generation: 1}, RemainingNanos: -1},                   // over
-	}
+	take(from, mourning("long", 1, time.Second, ring.Range{First: 100, Last: 200}), mourning("long", 1, time.Second, ring.Range{First: 120, Last: 130}))
+	assert.Equal(t, []ring.Range{{First: 100, Last: 150}, {First: 180, Last: 200}, {First: 100, Last: 200}}, w.ranges,
+		"a range already waiting is not added again")
+
+	var many []*directorypb.Mourning
 	for i := range 2 * maxHandedGraces {
-		in = append(in, &directorypb.Mourning{Silo: &directorypb.Activation{Silo: fmt.Sprint("s", i), Generation: 1}, RemainingNanos: 1 << 62})
+		many = append(many, mourning(fmt.Sprint("s", i), 1, time.Second))
 	}
-	a.dir.mu.Lock()
-	graces := a.dir.takeGracesLocked(in)
-	a.dir.mu.Unlock()
-	assert.Len(t, graces, maxHandedGraces-3, "the first %d only, less the three refused", maxHandedGraces)
-	for act, w := range graces {
-		assert.Regexp(t, `^s\d+$`, act.Silo)
-		assert.Equal(t, fake.Now().Add(grace), w.until, "no longer than this silo's own grace")
-	}
-	assert.Equal(t, 1+maxHandedGraces-3, a.dir.Stats().Mourning)
+	more := take(from, many...)
+	assert.Len(t, more, maxHandedGraces-1, "at most %d handed graces at once", maxHandedGraces)
+	assert.Equal(t, 1+maxHandedGraces, a.dir.Stats().Mourning)
 	a.dir.endGraces(graces)
+	a.dir.endGraces(more)
 	fake.Advance(grace)
 	assert.Zero(t, a.dir.Stats().Mourning, "every grace ends")
 }

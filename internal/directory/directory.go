@@ -223,6 +223,7 @@ type hold struct {
 type reclaiming struct {
 	ranges []ring.Range
 	until  time.Time // when the grace ends; zero for a reclaim
+	handed bool      // a grace another silo's handoff began
 }
 
 // awaitReclaimLocked makes lookups and registrations of grains without an

@@ -2,6 +2,7 @@ package directory
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -66,7 +67,8 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 		from := in.GetFrom()
 		s := ring.Silo{ID: from.GetSilo(), Generation: from.GetGeneration()}
 		d.mu.Lock()
-		graces := d.takeGracesLocked(in.GetMourning())
+		unfilled := rangesOf(in.GetUnfilled())
+		graces := d.takeGracesLocked(Activation{Silo: s.ID, Generation: s.Generation}, append(slices.Clone(ranges), unfilled...), in.GetMourning())
 		losers := d.mergeLocked(in.GetEntries())
 		// Only what this silo's view does not give it yet is remembered,
 		// for the view that will (SetView), in the same critical section
@@ -82,7 +84,7 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 		d.endGraces(graces)
 		d.deactivateLosers(losers)
 		d.release(ranges)
-		d.receivedUnfilled(s, rangesOf(in.GetUnfilled()))
+		d.receivedUnfilled(s, unfilled)
 		return &directorypb.HandoffReply{}, nil, false
 	case *directorypb.HostedRequest:
 		return &directorypb.HostedReply{Entries: d.hosted(rangesOf(in.GetRanges()))}, nil, false

@@ -351,47 +351,72 @@ func hasEntryOf(entries map[actor.GrainID]Activation, a Activation) bool {
 	return false
 }
 
-// maxHandedGraces bounds the graces a silo takes from one handoff: no more
-// silos than that are lost at once in a cluster that still has a majority
-// to hand ranges on, and a peer must not make it keep an unbounded number.
-const maxHandedGraces = 64
+// maxHandedGraces bounds the graces handed by other silos that this silo
+// keeps at once, and maxGraceRanges the ranges of each: no more silos than
+// that are lost at once in a cluster that still has a majority to hand
+// ranges on, and a peer must not make this silo keep an unbounded number.
+const (
+	maxHandedGraces = 64
+	maxGraceRanges  = 4096
+)
 
 // takeGracesLocked keeps, for the rest of their grace, the silos that a
-// handoff's sender was mourning and this silo is not: their entries in
-// the handoff are kept, not dropped as dead or taken for an unseen
-// silo's, the handed ranges' grains with no entry wait, and a silo that
-// comes back is asked what it hosts, as the sender would have done. A
-// grace is never longer than this silo's own DeathGrace. It returns the
-// graces begun, for endGraces.
-func (d *Directory) takeGracesLocked(in []*directorypb.Mourning) map[Activation]*reclaiming {
-	if d.opts.DeathGrace <= 0 {
+// handoff's sender (from) was mourning and this silo is not: their entries
+// in the handoff are kept, not dropped as dead or taken for an unseen
+// silo's, the grains with no entry in the handed ranges wait, and a silo
+// that comes back is asked what it hosts, as the sender would have done.
+// A handed grace is the sender's word, so it is bounded: never longer than
+// this silo's own DeathGrace, only over ranges the handoff hands, only from
+// a sender this silo takes for alive, never for a silo this silo already
+// holds dead or alive, and at most maxHandedGraces at once. A lost silo
+// this silo never saw is marked as one not seen for longer than
+// UnseenGrace, whose entries are dead and which is asked what it hosts when
+// it is seen; the mark is forgotten as every unseen silo's is. It returns
+// the graces begun, for endGraces.
+func (d *Directory) takeGracesLocked(from Activation, handed []ring.Range, in []*directorypb.Mourning) map[Activation]*reclaiming {
+	if d.opts.DeathGrace <= 0 || len(in) == 0 || !d.liveLocked(from) {
 		return nil
+	}
+	kept := 0
+	for _, w := range d.mu.mourning {
+		if w.handed {
+			kept++
+		}
 	}
 	var graces map[Activation]*reclaiming
 	now := d.clock.Now()
-	for i, m := range in {
-		if i == maxHandedGraces {
-			break
-		}
+	for _, m := range in {
 		a := activationOf(m.GetSilo())
-		left := min(time.Duration(m.GetRemainingNanos()), d.opts.DeathGrace)
-		if a.Silo == "" || a.Silo == d.self.Silo || left <= 0 {
+		key := ring.Silo{ID: a.Silo, Generation: a.Generation}
+		if a.Silo == "" || a.Silo == d.self.Silo {
 			continue
 		}
 		if _, seen := d.mu.live[a.Silo]; seen {
 			continue // alive in this view, or restarted: not dead here
 		}
-		if gen, gone := d.mu.gone[a.Silo]; gone && gen > a.Generation {
-			continue // a later generation has left since
-		}
-		ranges := rangesOf(m.GetRanges())
+		ranges := intersect(rangesOf(m.GetRanges()), handed)
 		if w := d.mu.mourning[a]; w != nil {
-			w.ranges = append(w.ranges, ranges...)
+			for _, r := range ranges {
+				if len(w.ranges) < maxGraceRanges && !covered(r, w.ranges) {
+					w.ranges = append(w.ranges, r)
+				}
+			}
 			continue
 		}
-		d.mu.gone[a.Silo] = a.Generation
-		w := d.awaitReclaimLocked(ranges)
-		w.until = now.Add(left)
+		if gen, gone := d.mu.gone[a.Silo]; gone && gen >= a.Generation {
+			continue // dead here already, its grace over or never begun
+		}
+		if first, met := d.mu.unseen[key]; met && now.Sub(first) >= d.opts.UnseenGrace {
+			continue // dead here already
+		}
+		d.mu.unseen[key] = now.Add(-d.opts.UnseenGrace)
+		left := min(time.Duration(m.GetRemainingNanos()), d.opts.DeathGrace)
+		if left <= 0 || kept == maxHandedGraces {
+			continue // its entries are dead, and nothing waits
+		}
+		kept++
+		w := d.awaitReclaimLocked(ranges[:min(len(ranges), maxGraceRanges)])
+		w.until, w.handed = now.Add(left), true
 		d.mu.mourning[a] = w
 		if graces == nil {
 			graces = make(map[Activation]*reclaiming)
@@ -691,7 +716,6 @@ func (d *Directory) Handover(ctx context.Context) error {
 			delete(d.mu.partition, id)
 		}
 	}
-	d.mu.Unlock()
 	to := make(map[string]bool)
 	for silo := range ranges {
 		to[silo] = true
@@ -699,9 +723,14 @@ func (d *Directory) Handover(ctx context.Context) error {
 	for silo := range unfilled {
 		to[silo] = true
 	}
+	graces := make(map[string][]handedGrace, len(to))
+	for silo := range to {
+		graces[silo] = d.handedGracesLocked(append(slices.Clone(ranges[silo]), unfilled[silo]...), batches[silo])
+	}
+	d.mu.Unlock()
 	var firstErr error
 	for silo := range to {
-		if err := d.handoff(ctx, silo, ranges[silo], unfilled[silo], batches[silo]); err != nil && firstErr == nil {
+		if err := d.handoff(ctx, silo, ranges[silo], unfilled[silo], batches[silo], graces[silo]...); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
