@@ -299,6 +299,9 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 	t.Logf("%d acknowledged changes, %d lost to %d kills; the oldest lost was acknowledged about %v before its kill; "+
 		"of the %d grains no kill touched, %d had no call that failed after it may have run, and held their acknowledgements exactly",
 		total, lost, kills, oldestLost.Round(time.Millisecond), untouched, exact)
+	n, longest, over := stalls.summary(400 * time.Millisecond)
+	t.Logf("the process stalled %d times for over %v, the longest %v, %d of them over 400 ms (the fast timings' suspicion time and death's grace together)",
+		n, stallFloor, longest.Round(time.Millisecond), over)
 	assert.Zero(t, hung, "no call hung past its timeout")
 	assert.Positive(t, total)
 }
@@ -342,6 +345,21 @@ func (m *stallMeter) run(stop <-chan struct{}) {
 		}
 		last = now
 	}
+}
+
+// summary returns how many stalls were measured, the longest, and how many
+// lasted over long.
+func (m *stallMeter) summary(long time.Duration) (n int, longest time.Duration, over int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.stalls {
+		d := s[1].Sub(s[0])
+		longest = max(longest, d)
+		if d > long {
+			over++
+		}
+	}
+	return len(m.stalls), longest, over
 }
 
 // within returns how long the process stalled between from and to.
