@@ -136,11 +136,21 @@ func detectionBound(t Timings, n int) time.Duration {
 // as it describes itself. The views are read together, in one condition
 // polled until it holds: checked one after the other, a view seen complete
 // may lose a member before the last is read, as a loaded machine's stall
-// makes a live silo suspect for a while.
+// makes a live silo suspect for a while. The test is of joins, not of
+// failure detection, so its probes are slow enough that a stall of a
+// loaded machine (hundreds of milliseconds at a load average of 18 on two
+// cores) does not make a live silo dead and the moment never come.
 func TestSilosJoinAndConverge(t *testing.T) {
-	ms := startSilos(t, 5)
+	timings := FastTimings()
+	timings.ProbeInterval, timings.ProbeTimeout = 500*time.Millisecond, 250*time.Millisecond
+	ms := startSilosWith(t, 5, timings)
+	// why is written by the condition, which may still run when Eventually
+	// has given up, and read after.
+	var whyMu sync.Mutex
 	var why string
 	converged := func() bool {
+		whyMu.Lock()
+		defer whyMu.Unlock()
 		for _, m := range ms {
 			v := m.View()
 			if len(v.Members) != len(ms) {
@@ -163,6 +173,8 @@ func TestSilosJoinAndConverge(t *testing.T) {
 		return true
 	}
 	if !assert.Eventually(t, converged, waitFor, 5*time.Millisecond) {
+		whyMu.Lock()
+		defer whyMu.Unlock()
 		t.Fatalf("the views never agreed at once; last: %s", why)
 	}
 	assert.NotEqual(t, ms[0].GossipAddress(), ms[1].GossipAddress())
