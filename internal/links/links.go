@@ -242,12 +242,16 @@ func (ls *Links) accept(c *transport.Conn, ep *rpc.Endpoint) transport.Handler {
 }
 
 // add keeps l as the link to its peer, or retires whichever of l and the
-// existing link the tie-break says goes.
+// existing link the tie-break says goes. Of two links dialled the same way
+// the newer is kept: a silo dials again only when it has lost its link,
+// and the old one, on its way to closing here, must not push the new one
+// out (which left both silos with no link until the next call dialled).
 func (ls *Links) add(l *link) {
 	canonical := min(ls.opts.Self, l.peer) // the silo whose dialled link is kept
 	ls.mu.Lock()
 	old := ls.mu.links[l.peer]
-	keepNew := old == nil || old.peerGen != l.peerGen || l.dialedBy == canonical && old.dialedBy != canonical
+	keepNew := old == nil || old.peerGen != l.peerGen || old.dialedBy == l.dialedBy || closed(old) ||
+		l.dialedBy == canonical && old.dialedBy != canonical
 	var retired *link
 	if keepNew {
 		ls.mu.links[l.peer] = l
@@ -258,6 +262,16 @@ func (ls *Links) add(l *link) {
 	ls.mu.Unlock()
 	if retired != nil {
 		ls.retire(retired)
+	}
+}
+
+// closed reports whether l's connection has ended.
+func closed(l *link) bool {
+	select {
+	case <-l.ep.Conn().Done():
+		return true
+	default:
+		return false
 	}
 }
 
