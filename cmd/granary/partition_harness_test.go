@@ -24,7 +24,7 @@ import (
 	"github.com/granary-go/granary/examples/counter"
 	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 	"github.com/granary-go/granary/internal/netns"
-	"github.com/granary-go/granary/internal/redistest"
+	"github.com/granary-go/granary/persistence"
 )
 
 // The partition tests run silo processes of the built binary, each in a
@@ -309,15 +309,16 @@ func (l *limiterLedger) granted(key string) int {
 }
 
 // storedPermits reads the available permits of a limiter grain's state as
-// the Redis store holds it (under its default key prefix), and whether it
-// holds any.
-func storedPermits(redis *redistest.Server, grainType, key string) (int64, bool) {
-	data, err := redis.Command("HGET", "granary:{"+grainType+":"+key+"}:state", "d")
-	if err != nil || data == "" {
+// store holds it, and whether it holds any.
+func storedPermits(store persistence.Store, grainType, key string) (int64, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	data, _, err := store.Read(ctx, persistence.Key{GrainType: grainType, GrainKey: key, Name: "state"})
+	if err != nil || data == nil {
 		return 0, false
 	}
 	var st pb.LimiterState
-	if err := st.MergeGranaryWire([]byte(data)); err != nil {
+	if err := st.MergeGranaryWire(data); err != nil {
 		return 0, false
 	}
 	return st.AvailablePermits, true

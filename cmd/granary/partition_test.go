@@ -20,6 +20,7 @@ import (
 	pb "github.com/granary-go/granary/grains/ratelimit/ratelimitpb"
 	"github.com/granary-go/granary/internal/netns"
 	"github.com/granary-go/granary/internal/redistest"
+	"github.com/granary-go/granary/persistence/redisstore"
 	"github.com/granary-go/granary/proxy"
 )
 
@@ -217,8 +218,11 @@ ratelimit:
 	// does the same): the majority's copy would load the state the
 	// configure wrote, one permit short. What the cut costs is measured
 	// from a stored permit.
+	store, err := redisstore.NewFromURL(redis.URL(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
 	require.Eventually(t, func() bool {
-		n, ok := storedPermits(redis, pb.FixedWindowLimiterGrainType, "cut")
+		n, ok := storedPermits(store, pb.FixedWindowLimiterGrainType, "cut")
 		return ok && n == partitionPermits-1
 	}, 10*time.Second, 10*time.Millisecond, "the placing permit stored")
 

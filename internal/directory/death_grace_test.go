@@ -362,7 +362,7 @@ func TestHandedGracesAreBounded(t *testing.T) {
 	take := func(from Activation, in ...*directorypb.Mourning) map[Activation]*reclaiming {
 		a.dir.mu.Lock()
 		defer a.dir.mu.Unlock()
-		return a.dir.takeGracesLocked(from, handed, in)
+		return a.dir.takeGracesLocked(from, in, handed)
 	}
 
 	a.dir.mu.Lock()
@@ -388,8 +388,8 @@ func TestHandedGracesAreBounded(t *testing.T) {
 	a.dir.mu.Unlock()
 
 	take(from, mourning("long", 1, time.Second, ring.Range{First: 100, Last: 200}), mourning("long", 1, time.Second, ring.Range{First: 120, Last: 130}))
-	assert.Equal(t, []ring.Range{{First: 100, Last: 150}, {First: 180, Last: 200}, {First: 100, Last: 200}}, w.ranges,
-		"a range already waiting is not added again")
+	assert.Equal(t, []ring.Range{{First: 100, Last: 200}}, w.ranges,
+		"a range already waiting is not added again: the grace waits on [100, 200] once")
 
 	var many []*directorypb.Mourning
 	for i := range 2 * maxHandedGraces {
@@ -402,4 +402,17 @@ func TestHandedGracesAreBounded(t *testing.T) {
 	a.dir.endGraces(more)
 	fake.Advance(grace)
 	assert.Zero(t, a.dir.Stats().Mourning, "every grace ends")
+}
+
+// A grace's ranges, from a peer, are merged and intersected by a sweep:
+// overlapping and touching ranges become one, the ends of the hash space
+// included, and what lies in both lists is kept exactly.
+func TestGraceRangesMergeAndIntersect(t *testing.T) {
+	const top = ^uint64(0)
+	r := func(first, last uint64) ring.Range { return ring.Range{First: first, Last: last} }
+	assert.Equal(t, []ring.Range{r(0, 20), r(30, top)},
+		merged([]ring.Range{r(30, 40), r(5, 10), r(0, 4), r(8, 20), r(41, top), r(50, 60)}))
+	assert.Equal(t, []ring.Range{r(10, 10), r(15, 20), r(top, top)},
+		intersect([]ring.Range{r(0, 10), r(15, 20), r(top-5, top)}, []ring.Range{r(10, 17), r(17, 30), r(top, top)}))
+	assert.Empty(t, intersect([]ring.Range{r(0, 9)}, []ring.Range{r(10, 20)}))
 }

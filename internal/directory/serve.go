@@ -2,7 +2,6 @@ package directory
 
 import (
 	"fmt"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -68,7 +67,7 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 		s := ring.Silo{ID: from.GetSilo(), Generation: from.GetGeneration()}
 		d.mu.Lock()
 		unfilled := rangesOf(in.GetUnfilled())
-		graces := d.takeGracesLocked(Activation{Silo: s.ID, Generation: s.Generation}, append(slices.Clone(ranges), unfilled...), in.GetMourning())
+		graces := d.takeGracesLocked(Activation{Silo: s.ID, Generation: s.Generation}, in.GetMourning(), ranges, unfilled)
 		losers := d.mergeLocked(in.GetEntries())
 		// Only what this silo's view does not give it yet is remembered,
 		// for the view that will (SetView), in the same critical section

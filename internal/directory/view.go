@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
@@ -238,7 +239,7 @@ func (d *Directory) SetView(v cluster.View) {
 		delete(d.mu.partition, id)
 	}
 	for _, b := range handoffs {
-		b.mourning = d.handedGracesLocked(append(slices.Clone(b.ranges), b.unfilled...), b.entries)
+		b.mourning = d.handedGracesLocked(b.entries, b.ranges, b.unfilled)
 	}
 	again, againHere := d.registerAgainLocked(left)
 	// The reclaims of returned silos start waiting here, with the view
@@ -327,28 +328,26 @@ type handedGrace struct {
 // must carry: those of the silos whose entries it hands, or whose ranges
 // gained it overlaps. The receiver may never have seen such a silo, and
 // would place its grains at once.
-func (d *Directory) handedGracesLocked(ranges []ring.Range, entries map[actor.GrainID]Activation) []handedGrace {
+func (d *Directory) handedGracesLocked(entries map[actor.GrainID]Activation, handoff ...[]ring.Range) []handedGrace {
 	if len(d.mu.mourning) == 0 {
 		return nil
+	}
+	ranges := slices.Concat(handoff...)
+	withEntries := make(map[Activation]bool)
+	for _, a := range entries {
+		if _, mourned := d.mu.mourning[a]; mourned {
+			withEntries[a] = true
+		}
 	}
 	var out []handedGrace
 	for a, w := range d.mu.mourning {
 		g := handedGrace{a: a, until: w.until, ranges: intersect(w.ranges, ranges)}
-		if len(g.ranges) == 0 && !hasEntryOf(entries, a) {
+		if len(g.ranges) == 0 && !withEntries[a] {
 			continue
 		}
 		out = append(out, g)
 	}
 	return out
-}
-
-func hasEntryOf(entries map[actor.GrainID]Activation, a Activation) bool {
-	for _, e := range entries {
-		if e == a {
-			return true
-		}
-	}
-	return false
 }
 
 // maxHandedGraces bounds the graces handed by other silos that this silo
@@ -373,10 +372,11 @@ const (
 // UnseenGrace, whose entries are dead and which is asked what it hosts when
 // it is seen; the mark is forgotten as every unseen silo's is. It returns
 // the graces begun, for endGraces.
-func (d *Directory) takeGracesLocked(from Activation, handed []ring.Range, in []*directorypb.Mourning) map[Activation]*reclaiming {
+func (d *Directory) takeGracesLocked(from Activation, in []*directorypb.Mourning, handoff ...[]ring.Range) map[Activation]*reclaiming {
 	if d.opts.DeathGrace <= 0 || len(in) == 0 || !d.liveLocked(from) {
 		return nil
 	}
+	handed := slices.Concat(handoff...)
 	kept := 0
 	for _, w := range d.mu.mourning {
 		if w.handed {
@@ -396,11 +396,7 @@ func (d *Directory) takeGracesLocked(from Activation, handed []ring.Range, in []
 		}
 		ranges := intersect(rangesOf(m.GetRanges()), handed)
 		if w := d.mu.mourning[a]; w != nil {
-			for _, r := range ranges {
-				if len(w.ranges) < maxGraceRanges && !covered(r, w.ranges) {
-					w.ranges = append(w.ranges, r)
-				}
-			}
+			w.ranges = graceRanges(append(w.ranges, ranges...))
 			continue
 		}
 		if gen, gone := d.mu.gone[a.Silo]; gone && gen >= a.Generation {
@@ -415,7 +411,7 @@ func (d *Directory) takeGracesLocked(from Activation, handed []ring.Range, in []
 			continue // its entries are dead, and nothing waits
 		}
 		kept++
-		w := d.awaitReclaimLocked(ranges[:min(len(ranges), maxGraceRanges)])
+		w := d.awaitReclaimLocked(graceRanges(ranges))
 		w.until, w.handed = now.Add(left), true
 		d.mu.mourning[a] = w
 		if graces == nil {
@@ -426,6 +422,13 @@ func (d *Directory) takeGracesLocked(from Activation, handed []ring.Range, in []
 	return graces
 }
 
+// graceRanges is the ranges a grace waits on: merged, and at most
+// maxGraceRanges.
+func graceRanges(rs []ring.Range) []ring.Range {
+	rs = merged(rs)
+	return rs[:min(len(rs), maxGraceRanges)]
+}
+
 // endGraces ends each of graces when it is due (endMourning).
 func (d *Directory) endGraces(graces map[Activation]*reclaiming) {
 	now := d.clock.Now()
@@ -434,15 +437,38 @@ func (d *Directory) endGraces(graces map[Activation]*reclaiming) {
 	}
 }
 
-// intersect returns the parts of as that lie in bs.
+// intersect returns the parts of as that lie in bs, merged and sorted:
+// a sweep of both lists, each merged first, so that ranges a peer sent
+// cost their sorting and no more.
 func intersect(as, bs []ring.Range) []ring.Range {
+	as, bs = merged(as), merged(bs)
 	var out []ring.Range
-	for _, a := range as {
-		for _, b := range bs {
-			if first, last := max(a.First, b.First), min(a.Last, b.Last); first <= last {
-				out = append(out, ring.Range{First: first, Last: last})
-			}
+	for i, j := 0, 0; i < len(as) && j < len(bs); {
+		a, b := as[i], bs[j]
+		if first, last := max(a.First, b.First), min(a.Last, b.Last); first <= last {
+			out = append(out, ring.Range{First: first, Last: last})
 		}
+		if a.Last < b.Last {
+			i++
+		} else {
+			j++
+		}
+	}
+	return out
+}
+
+// merged returns rs sorted, with the ranges that overlap or touch made
+// one.
+func merged(rs []ring.Range) []ring.Range {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b ring.Range) int { return cmp.Compare(a.First, b.First) })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && (r.First <= out[n-1].Last || out[n-1].Last != ^uint64(0) && r.First == out[n-1].Last+1) {
+			out[n-1].Last = max(out[n-1].Last, r.Last)
+			continue
+		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -725,7 +751,7 @@ func (d *Directory) Handover(ctx context.Context) error {
 	}
 	graces := make(map[string][]handedGrace, len(to))
 	for silo := range to {
-		graces[silo] = d.handedGracesLocked(append(slices.Clone(ranges[silo]), unfilled[silo]...), batches[silo])
+		graces[silo] = d.handedGracesLocked(batches[silo], ranges[silo], unfilled[silo])
 	}
 	d.mu.Unlock()
 	var firstErr error
