@@ -23,6 +23,9 @@ const (
 	msgProbe = 3
 	// msgProbeAck: "<id> heard your round <seq>".
 	msgProbeAck = 4
+	// msgProbeDead: "<id> heard your round <seq>, and its view lost you:
+	// it saw you fail".
+	msgProbeDead = 5
 )
 
 // Reachability is whether this silo reaches a member of its view now.
@@ -36,6 +39,10 @@ type Reachability struct {
 	// Unanswered counts this silo's probes the member has not answered
 	// since its last answer, as of the latest round.
 	Unanswered int
+	// SaysDead is true while the member's latest answer said that its
+	// view lost this silo (DeathVerdicts): the probe reached it, but it
+	// does not count as answered.
+	SaysDead bool
 }
 
 // Reachability reports, for every member of the view, this silo included,
@@ -69,6 +76,22 @@ func (m *Membership) Reachability() []Reachability {
 // than the probes.
 func (m *Membership) ReachabilityChanged() <-chan struct{} { return m.probes.changed }
 
+// verdictBuffer is how many death verdicts DeathVerdicts holds for a
+// watcher that has not taken them yet.
+const verdictBuffer = 64
+
+// DeathVerdicts returns a channel that receives the id of each member of
+// this silo's view that answers its probe by saying that its own view lost
+// this silo, having answered the probe before: the member saw this silo
+// fail while it ran (too starved to answer in time, or its answers lost),
+// and what the member does with a failed silo's work, such as placing its
+// grains anew, it may be doing already. A member that said nothing for
+// ProbeMisses rounds first (a cut, which each side sees) gives no
+// verdict, and nor does one that says it again before answering a probe.
+// A verdict that finds the channel full is dropped; the channel is never
+// closed.
+func (m *Membership) DeathVerdicts() <-chan string { return m.probes.verdicts }
+
 // probes is the bookkeeping of the probe rounds, safe for concurrent use.
 // Rounds are numbered; each member remembers the last round it was probed
 // in and the latest round it answered.
@@ -79,7 +102,8 @@ func (m *Membership) ReachabilityChanged() <-chan struct{} { return m.probes.cha
 // then does not take its own backlog for a cut, while a real cut, which
 // spares a silo's own address, is counted as it happens.
 type probes struct {
-	changed chan struct{} // cap 1
+	changed  chan struct{} // cap 1
+	verdicts chan string   // cap verdictBuffer
 
 	mu struct {
 		sync.Mutex
@@ -98,10 +122,12 @@ type probed struct {
 	sent, answered uint64 // rounds
 	unanswered     uint64 // as judged at the latest round
 	reachable      bool
+	saysDead       bool // its latest answer said its view lost this silo
+	acked          bool // it answered one of this silo's probes
 }
 
 func newProbes() *probes {
-	p := &probes{changed: make(chan struct{}, 1)}
+	p := &probes{changed: make(chan struct{}, 1), verdicts: make(chan string, verdictBuffer)}
 	p.mu.members = map[string]*probed{}
 	return p
 }
@@ -162,10 +188,35 @@ func (p *probes) answered(id string, r uint64, self bool) {
 	if !ok || r > st.sent || r <= st.answered {
 		return // a member no longer probed, a round never sent, or news already had
 	}
-	st.answered = r
-	if !st.reachable {
-		st.reachable = true
+	st.answered, st.acked = r, true
+	if !st.reachable || st.saysDead {
+		st.reachable, st.saysDead = true, false
 		p.notify()
+	}
+}
+
+// saidDead records that member id answered round r saying that its view
+// lost this silo. The probe reached it, but it is not an answer: a member
+// that lost this silo stops counting as reachable after ProbeMisses such
+// rounds. It is a verdict when the member was reachable until then.
+func (p *probes) saidDead(id string, r uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.mu.members[id]
+	if !ok || r > st.sent || r <= st.answered || st.saysDead {
+		return // a member no longer probed, a round never sent or answered since, or a verdict had
+	}
+	st.saysDead = true
+	p.notify()
+	if !st.reachable || !st.acked {
+		// Silent before, a cut, which each side sees and the fences and
+		// the directory's merge resolve; or never heard, a member that
+		// has not caught up with this silo's join.
+		return
+	}
+	select {
+	case p.verdicts <- id:
+	default:
 	}
 }
 
@@ -180,7 +231,7 @@ func (p *probes) reachability(id string, self bool) Reachability {
 		// In the view but not probed yet: memberlist just heard from it.
 		return Reachability{ID: id, Reachable: true}
 	}
-	return Reachability{ID: id, Reachable: st.reachable, Unanswered: int(st.unanswered)}
+	return Reachability{ID: id, Reachable: st.reachable, Unanswered: int(st.unanswered), SaysDead: st.saysDead}
 }
 
 func (p *probes) notify() {
@@ -264,18 +315,29 @@ func (m *Membership) handleProbe(b []byte) {
 	switch msg.Kind {
 	case msgProbeAck:
 		m.probes.answered(msg.ID, msg.Round, msg.ID == m.opts.SiloID)
+	case msgProbeDead:
+		if msg.ID != m.opts.SiloID {
+			m.probes.saidDead(msg.ID, msg.Round)
+		}
 	case msgProbe:
+		kind := byte(msgProbeAck)
 		m.mu.Lock()
 		from, known := m.mu.view.member(msg.ID)
+		if f, failed := m.mu.rejoin.failed[msg.ID]; !known && failed {
+			// A silo this view saw fail is told so, at the address it
+			// failed with (never one the probe names), so that it learns
+			// it may no longer hold what it held.
+			from, known, kind = Member{GossipAddress: f.address}, true, msgProbeDead
+		}
 		ml, stopped := m.mu.ml, m.mu.stopped
 		if msg.ID == m.opts.SiloID {
-			from, known = Member{GossipAddress: m.mu.gossip}, true
+			from, known, kind = Member{GossipAddress: m.mu.gossip}, true, msgProbeAck
 		}
 		m.mu.Unlock()
 		if !known || stopped || ml == nil {
 			return // a silo this view does not show is not told it is heard
 		}
-		ack := encodeProbe(probeMessage{Kind: msgProbeAck, ID: m.opts.SiloID, Round: msg.Round})
+		ack := encodeProbe(probeMessage{Kind: kind, ID: m.opts.SiloID, Round: msg.Round})
 		// Sent from memberlist's receiving goroutine: one UDP packet, which
 		// does not block.
 		if err := ml.SendToAddress(memberlist.Address{Addr: from.GossipAddress, Name: msg.ID}, ack); err != nil {
@@ -284,14 +346,16 @@ func (m *Membership) handleProbe(b []byte) {
 	}
 }
 
-// probeMessage is a msgProbe or a msgProbeAck.
+// probeMessage is a msgProbe, a msgProbeAck or a msgProbeDead.
 type probeMessage struct {
 	Kind  byte
 	ID    string // the sender
 	Round uint64
 }
 
-func isProbe(b []byte) bool { return len(b) > 0 && (b[0] == msgProbe || b[0] == msgProbeAck) }
+func isProbe(b []byte) bool {
+	return len(b) > 0 && (b[0] == msgProbe || b[0] == msgProbeAck || b[0] == msgProbeDead)
+}
 
 func encodeProbe(m probeMessage) []byte {
 	b := make([]byte, 0, 2+binary.MaxVarintLen64+len(m.ID))

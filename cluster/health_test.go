@@ -59,6 +59,49 @@ func TestProbesCountTheRoundsAMemberLeftUnanswered(t *testing.T) {
 	assert.True(t, p.reachability("a", true).Reachable, "a silo always reaches itself")
 }
 
+func verdict(p *probes) string {
+	select {
+	case d := <-p.verdicts:
+		return d
+	default:
+		return ""
+	}
+}
+
+func TestAMemberThatAnsweredAndNowSaysItLostThisSiloIsAVerdict(t *testing.T) {
+	p := newProbes()
+	r := roundAnswered(p)
+	p.saidDead("b", r)
+	assert.Empty(t, verdict(p), "b never answered a probe: it has not caught up with this silo's join")
+	assert.True(t, p.reachability("b", false).SaysDead)
+
+	r = roundAnswered(p, "b", "c")
+	assert.False(t, p.reachability("b", false).SaysDead, "an answer takes it back")
+	r = roundAnswered(p)
+	p.saidDead("b", r)
+	assert.Equal(t, "b", verdict(p), "b answered before and says it lost this silo")
+	assert.True(t, signalled(p))
+	p.saidDead("b", r)
+	r = roundAnswered(p)
+	p.saidDead("b", r)
+	assert.Empty(t, verdict(p), "one verdict until b answers again")
+	p.saidDead("b", r+1)
+	assert.Empty(t, verdict(p), "a round never sent counts for nothing")
+	roundAnswered(p, "b")
+	assert.False(t, p.reachability("b", false).SaysDead)
+
+	// c answered, then fell silent for ProbeMisses rounds: a cut, which
+	// each side sees, gives no verdict once it heals.
+	for range ProbeMisses + 1 {
+		r = roundAnswered(p, "b")
+	}
+	require.False(t, reachableOf(p, "c"))
+	p.saidDead("c", r)
+	assert.Empty(t, verdict(p), "silent before: a cut")
+	assert.True(t, p.reachability("c", false).SaysDead)
+	assert.False(t, reachableOf(p, "c"), "saying it lost this silo is not an answer")
+}
+
 func TestProbesDoNotTakeTheSilosOwnBacklogForACut(t *testing.T) {
 	p := newProbes()
 	roundAnswered(p, "b", "c")
@@ -102,6 +145,7 @@ func TestProbeMessageDecoderRejectsWhatItCannotTrust(t *testing.T) {
 func FuzzDecodeProbe(f *testing.F) {
 	f.Add(encodeProbe(probeMessage{Kind: msgProbe, ID: "silo-a", Round: 7}))
 	f.Add(encodeProbe(probeMessage{Kind: msgProbeAck, ID: "silo-b", Round: 0}))
+	f.Add(encodeProbe(probeMessage{Kind: msgProbeDead, ID: "silo-c", Round: 9}))
 	f.Add([]byte{msgProbe})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeProbe(b)

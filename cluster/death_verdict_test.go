@@ -1,0 +1,124 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/internal/gossipcut"
+)
+
+// A silo the others saw fail, while it saw nothing wrong with them (here
+// its failure detector is slower than theirs, as a starved silo's
+// verdicts come late), hears from the first probe of its that reaches
+// them that their views lost it: a death verdict, naming who gave it. The
+// member then counts as saying so, until it takes the silo back and
+// answers its probes again.
+func TestASiloHearsThatTheOthersSawItFail(t *testing.T) {
+	cut := gossipcut.New()
+	ctx := gossipcut.NewContext(context.Background(), cut)
+	// The others neither gossip to the silo they lost nor dial it again,
+	// so that nothing but its own probe tells it.
+	quick := partitionTimings()
+	quick.GossipToTheDeadTime = time.Nanosecond
+	quick.RejoinInterval, quick.RejoinWindow = time.Hour, time.Hour
+	a := startSiloIn(t, ctx, withTimings(siloOptions("silo-a"), quick))
+	b := startSiloIn(t, ctx, withTimings(siloOptions("silo-b", a.GossipAddress()), quick))
+	// The slow silo probes every 4 s, finding a member unreachable after
+	// two silent rounds; the others declare it dead within about a second
+	// of the cut.
+	slow := quick
+	slow.ProbeInterval, slow.ProbeTimeout = 4*time.Second, time.Second
+	slow.PushPullInterval = time.Hour
+	c := startSiloIn(t, ctx, withTimings(siloOptions("silo-c", a.GossipAddress()), slow))
+	waitForViews(t, []*Membership{a, b, c}, a, b, c)
+	// A verdict needs a member that answered a probe before.
+	require.Eventually(t, func() bool {
+		c.probes.mu.Lock()
+		defer c.probes.mu.Unlock()
+		for _, id := range []string{"silo-a", "silo-b"} {
+			if st := c.probes.mu.members[id]; st == nil || !st.acked {
+				return false
+			}
+		}
+		return true
+	}, 3*slow.ProbeInterval, 10*time.Millisecond, "the slow silo's probes were never answered")
+	_, subA := a.Subscribe()
+	defer subA.Close()
+	_, subB := b.Subscribe()
+	defer subB.Close()
+
+	cut.Partition(gossipAddresses(a, b), gossipAddresses(c))
+	waitForEvent(t, subA, detectionBound(quick, 3), departureOf(c.Local().ID))
+	waitForEvent(t, subB, detectionBound(quick, 3), departureOf(c.Local().ID))
+	cut.Heal()
+	select {
+	case d := <-c.DeathVerdicts():
+		assert.Contains(t, []string{a.Local().ID, b.Local().ID}, d, "the declarer is one of the silos that lost it")
+		r := c.Reachability()
+		i := slices.IndexFunc(r, func(r Reachability) bool { return r.ID == d })
+		require.GreaterOrEqual(t, i, 0, "the declarer is in the view")
+		assert.True(t, r[i].SaysDead, "the declarer says so: %+v", r[i])
+	case <-time.After(3 * slow.ProbeInterval):
+		t.Fatalf("the silo never heard that the others saw it fail: %v", c.Reachability())
+	}
+	select {
+	case d := <-a.DeathVerdicts():
+		t.Fatalf("a silo the others never lost has a verdict from %s", d)
+	default:
+	}
+
+	// Once the others have taken it back, they answer its probes again.
+	c.mu.Lock()
+	ml := c.mu.ml
+	c.mu.Unlock()
+	c.rejoins.Add(1)
+	c.rejoin(ml, a.GossipAddress())
+	waitForViews(t, []*Membership{a, b, c}, a, b, c)
+	require.Eventually(t, func() bool {
+		for _, r := range c.Reachability() {
+			if r.SaysDead || !r.Reachable {
+				return false
+			}
+		}
+		return true
+	}, 3*slow.ProbeInterval+waitFor, 10*time.Millisecond, "still said dead: %v", c.Reachability())
+}
+
+// A cut that each side sees gives neither a verdict once it heals: each
+// view lost the other, and the fences and the directory's merge are what
+// resolve a partition.
+func TestAHealedCutGivesNoVerdict(t *testing.T) {
+	cut := gossipcut.New()
+	ms := startCutSilos(t, cut, 3)
+	a, c := ms[0], ms[2]
+	_, subA := a.Subscribe()
+	defer subA.Close()
+	_, subC := c.Subscribe()
+	defer subC.Close()
+	cut.Partition(gossipAddresses(a, ms[1]), gossipAddresses(c))
+	bound := detectionBound(a.opts.Timings, 3)
+	waitForEvent(t, subA, bound, departureOf(c.Local().ID))
+	waitForEvent(t, subC, bound, departureOf(a.Local().ID))
+	cut.Heal()
+	waitForViews(t, ms, ms...)
+	// A few probe rounds of the healed cluster, in which a late verdict
+	// would come.
+	waitRounds := 5 * a.opts.Timings.ProbeInterval
+	for _, m := range ms {
+		select {
+		case d := <-m.DeathVerdicts():
+			t.Fatalf("%s has a verdict from %s after a cut it saw", m.Local().ID, d)
+		case <-time.After(waitRounds):
+		}
+	}
+}
+
+func withTimings(o Options, t Timings) Options {
+	o.Timings = t
+	return o
+}
