@@ -46,6 +46,8 @@ type activation struct {
 
 	core        core
 	failure     error // why the activation failed, when it did
+	barred      error // the host's admission refused the message being received
+	refusing    bool  // the host's admission refused a message: it deactivates
 	grain       any
 	record      StateRecord
 	current     *Request     // the request whose turn is running
@@ -128,11 +130,14 @@ func (a *activation) idleFor(now time.Time) time.Duration {
 // Receive is the activation's turn: protoactor calls it for one message at
 // a time.
 func (a *activation) Receive(c protoactor.Context) {
+	// One question for the whole message: a batch of requests, a
+	// callback, or the requests a registration releases.
+	a.barred = a.admitted()
 	switch msg := c.Message().(type) {
 	case *Request:
 		a.onBatch(msg)
 	case turnFunc:
-		if a.core.active() {
+		if a.core.active() && a.barred == nil {
 			a.doing.Store(doingCallback)
 			// Timer ticks, OnCancel callbacks and state snapshots are grain
 			// code too: a panic in them is contained like a method's.
@@ -157,6 +162,22 @@ func (a *activation) Receive(c protoactor.Context) {
 			a.host.declined(a)
 		}
 	}
+}
+
+// admitted asks the host's admission whether grain code may run now; a
+// refusal also has the grain deactivate, after the messages already in
+// its mailbox, whose turns are refused the same way.
+func (a *activation) admitted() error {
+	admit := a.host.admit
+	if admit == nil {
+		return nil
+	}
+	err := admit()
+	if err != nil && !a.refusing {
+		a.refusing = true
+		a.post(deactivateMsg{reason: "turns refused"})
+	}
+	return err
 }
 
 // onBatch runs a batch, a chain of requests for this grain, one turn
@@ -399,6 +420,12 @@ func (a *activation) runTurn(req *Request) {
 		h.stats.skippedCancelled.Add(1)
 		mc.counts[OutcomeCancelled].Add(1)
 		req.Reply.Reply(req, nil, req.Ctx.Err())
+		req.Release()
+		return
+	}
+	if err := a.barred; err != nil {
+		mc.counts[OutcomeError].Add(1)
+		req.Reply.Reply(req, nil, err)
 		req.Release()
 		return
 	}

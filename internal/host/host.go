@@ -104,6 +104,12 @@ type HostOption func(*Host)
 // WithClock sets the clock used for idle collection and grain timers.
 func WithClock(c clock.Clock) HostOption { return func(h *Host) { h.clock = c } }
 
+// WithAdmission sets what each turn of grain code asks first: a non-nil
+// error refuses the turn (a request is answered with it) and deactivates
+// the grain. The silo's fences use it: a silo that may have been taken
+// for dead runs no grain code. Default: every turn runs.
+func WithAdmission(admit func() error) HostOption { return func(h *Host) { h.admit = admit } }
+
 // WithLogger sets the logger of the host and of its actor system.
 func WithLogger(l *slog.Logger) HostOption { return func(h *Host) { h.log = l } }
 
@@ -191,6 +197,7 @@ type StateRecord interface {
 type Host struct {
 	opts    HostOptions
 	clock   clock.Clock
+	admit   func() error // WithAdmission; nil: every turn runs
 	log     *slog.Logger
 	store   StateStore
 	owner   Owner // nil when nothing said

@@ -63,6 +63,30 @@ func BenchmarkTurnTimed(b *testing.B) {
 	}))
 }
 
+// BenchmarkTurnAdmitted is BenchmarkTurn on a host whose admission reads
+// the monotonic clock and two atomics before each message, as a silo's
+// fences do (membership's BenchmarkAdmit measures the fences' own Admit);
+// BenchmarkTurnPartitionedAdmitted is BenchmarkTurnPartitioned with it,
+// one message a request.
+func BenchmarkTurnAdmitted(b *testing.B) { benchTurns(b, 1, benchAdmission()) }
+
+func BenchmarkTurnPartitionedAdmitted(b *testing.B) { benchTurns(b, 16, benchAdmission()) }
+
+func benchAdmission() host.HostOption {
+	var refusal atomic.Pointer[error]
+	var ran atomic.Int64
+	base := time.Now()
+	return host.WithAdmission(func() error {
+		if p := refusal.Load(); p != nil {
+			return *p
+		}
+		if time.Since(base)-time.Duration(ran.Load()) > time.Hour {
+			return context.DeadlineExceeded
+		}
+		return nil
+	})
+}
+
 // startBenchHost starts a host of kind, which logs nothing, and stops it
 // when the benchmark ends.
 func startBenchHost(b *testing.B, kind *host.Kind, opts ...host.HostOption) *host.Host {
