@@ -79,8 +79,9 @@ func (s *Silo) newMembership() *membership.Wiring {
 		every = cluster.LANTimings().ProbeInterval
 	}
 	return membership.New(membership.Options{
-		Self:         s.opts.Name,
-		Fence:        membership.FenceOptions{Disabled: fo.Disabled, MinSilos: fo.MinSilos, Stability: fo.Stability, Every: every},
+		Self: s.opts.Name,
+		Fence: membership.FenceOptions{Disabled: fo.Disabled, MinSilos: fo.MinSilos, Stability: fo.Stability, Every: every,
+			Death: membership.DeathFenceOptions{Disabled: fo.Death.Disabled, Stall: fo.Death.Stall, Hold: fo.Death.Hold}},
 		Links:        s.links,
 		Host:         s.host.Load,
 		Go:           s.goBackground,

@@ -33,3 +33,33 @@ func TestTheDeathGraceDefaultsToTheSuspicionTime(t *testing.T) {
 		})
 	}
 }
+
+// The death fence takes a silo for dead after a stall a little shorter
+// than the others need to declare it dead and end its grace, and holds
+// for the minority fence's stability period; a negative stall stays, and
+// turns the watch of stalls off.
+func TestTheDeathFenceDefaultsFollowTheGraceAndTheTimings(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		timings             cluster.Timings
+		grace, stall        time.Duration
+		wantStall, wantHold time.Duration
+	}{
+		{"LAN", cluster.Timings{}, 0, 0, 7 * time.Second, 6 * time.Second},
+		{"fast", cluster.FastTimings(), 0, 0, 350 * time.Millisecond, 300 * time.Millisecond},
+		{"no grace", cluster.Timings{}, -1, 0, 3 * time.Second, 6 * time.Second},
+		{"stalls not watched", cluster.Timings{}, 0, -1, -1, 6 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := silo.Options{Cluster: silo.ClusterOptions{Enabled: true, Timings: tc.timings, DeathGrace: tc.grace}}
+			o.Cluster.Fence.Death.Stall = tc.stall
+			o.EnsureDefaults()
+			assert.Equal(t, tc.wantStall, o.Cluster.Fence.Death.Stall)
+			assert.Equal(t, tc.wantHold, o.Cluster.Fence.Death.Hold)
+		})
+	}
+	o := silo.Options{Cluster: silo.ClusterOptions{Enabled: true}}
+	o.Cluster.Fence.Death.Hold = -time.Second
+	o.EnsureDefaults()
+	assert.ErrorContains(t, o.Validate(), "Cluster.Fence.Death.Hold")
+}

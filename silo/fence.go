@@ -16,6 +16,12 @@ import (
 // reach a majority of the last stable membership of its cluster.
 var ErrFenced = membership.ErrFenced
 
+// ErrDeclaredDead is wrapped by Ready's answer, and by the error of every
+// grain call the silo refuses, while the death fence is up: another silo
+// declared this one dead while it ran, or it did not run for long enough
+// for that, and its grains may have been placed elsewhere.
+var ErrDeclaredDead = membership.ErrDeclaredDead
+
 // FenceOptions configure a silo's minority fence (docs/cluster.md): a silo
 // that cannot reach a majority of the last stable membership of its
 // cluster refuses every grain call with proxy.ErrUnavailable, starts no
@@ -24,8 +30,8 @@ var ErrFenced = membership.ErrFenced
 // serve the same grain. The fence trades the minority's availability for
 // single activations.
 type FenceOptions struct {
-	// Disabled turns the fence off: a cut-off silo goes on serving what
-	// reaches it.
+	// Disabled turns the minority fence off: a cut-off silo goes on
+	// serving what reaches it. The death fence has a switch of its own.
 	Disabled bool
 	// MinSilos is the smallest stable membership in which the fence acts;
 	// in smaller clusters a silo never fences. Default 3. With 2, each
@@ -38,16 +44,53 @@ type FenceOptions struct {
 	// longer than memberlist takes to declare a silo dead: 6 s with the
 	// LAN timings, 300 ms with the fast ones.
 	Stability time.Duration
+	// Death is the death fence, on by default and whether or not the
+	// minority fence is disabled.
+	Death DeathFenceOptions
 }
 
-// ensureDefaults fills the fence's zero fields from the cluster's timings.
-func (f *FenceOptions) ensureDefaults(t cluster.Timings) {
+// DeathFenceOptions configure a silo's death fence (docs/cluster.md): a
+// silo that another declared dead while it ran (that silo's view lost it,
+// and says so when this one probes it), or that finds it did not run for
+// Stall (a paused process, a machine that slept, a starved scheduler),
+// may have had its grains placed anew elsewhere once the death's grace
+// ended. It refuses every grain call with proxy.ErrUnavailable and
+// ErrDeclaredDead, runs no turn of grain code and deactivates its grains,
+// until Hold has passed since the last verdict, no member still says it
+// lost the silo, and its directory has settled on its view. A silo the
+// others declare dead while it runs serves nothing beside the activations
+// placed in its stead.
+type DeathFenceOptions struct {
+	// Disabled turns the death fence off: a silo declared dead serves
+	// what reaches it until it hears the verdict in memberlist's gossip
+	// and refutes it.
+	Disabled bool
+	// Stall is how long the silo may find it did not run before it takes
+	// itself for dead. Default DeathGrace plus SuspicionMult-1 probe
+	// intervals of Cluster.Timings, a little less than the others take to
+	// declare a silent silo dead and end its grace: 7 s with the LAN
+	// timings, 350 ms with the fast ones. Negative: stalls are not
+	// watched, verdicts still are.
+	Stall time.Duration
+	// Hold is the shortest the fence stays up. Default Stability.
+	Hold time.Duration
+}
+
+// ensureDefaults fills the fence's zero fields from the cluster's timings
+// and its death's grace (already defaulted).
+func (f *FenceOptions) ensureDefaults(t cluster.Timings, grace time.Duration) {
+	t = timingsOrDefaults(t)
 	if f.MinSilos == 0 {
 		f.MinSilos = fence.DefaultMinSilos
 	}
 	if f.Stability == 0 {
-		t = timingsOrDefaults(t)
 		f.Stability = time.Duration(t.SuspicionMult+2) * t.ProbeInterval
+	}
+	if f.Death.Stall == 0 {
+		f.Death.Stall = max(grace, 0) + time.Duration(max(t.SuspicionMult-1, 1))*t.ProbeInterval
+	}
+	if f.Death.Hold == 0 {
+		f.Death.Hold = f.Stability
 	}
 }
 
@@ -57,11 +100,13 @@ type reachabilitySource = membership.Reachability
 
 // FenceStats are the fence's counters.
 type FenceStats struct {
-	// Fenced is true while the fence is up.
+	// Fenced is true while a fence is up.
 	Fenced bool
-	// Fencings counts the times the fence went up since Start.
+	// Fencings counts the times the minority fence went up since Start.
 	Fencings int64
-	// Refused counts the grain calls refused because of it.
+	// Deaths counts the times the death fence went up since Start.
+	Deaths int64
+	// Refused counts the grain calls refused because of the fences.
 	Refused int64
 	// Stable is the last stable membership, sorted: the silos whose
 	// majority this silo must reach to serve.
@@ -108,10 +153,17 @@ func (s *Silo) readerRoute(req *host.Request, whether bool) rpc.Where {
 	return s.router.FromReader(req, whether)
 }
 
+// fenced reports whether the silo has a fence: it is in a cluster, and
+// one of its fences is on.
+func (s *Silo) fenced() bool {
+	f := s.opts.Cluster.Fence
+	return s.opts.Cluster.Enabled && !(f.Disabled && f.Death.Disabled)
+}
+
 // inbound is what the silo's connections deliver requests to: the host,
-// behind the fence when the silo has one.
+// behind the fences when the silo has one.
 func (s *Silo) inbound(h *host.Host) rpc.Inbound {
-	if !s.opts.Cluster.Enabled || s.opts.Cluster.Fence.Disabled {
+	if !s.fenced() {
 		return h
 	}
 	return fencedInbound{Host: h, s: s}

@@ -27,13 +27,23 @@ import (
 // unreachable, on both sides, over what the membership reports. Gossip and
 // links go on: only the fences see the cut.
 type cutReachability struct {
-	mu      sync.Mutex
-	cut     map[string]bool // the silos on the far side of the cut
-	changed map[string]chan struct{}
+	mu       sync.Mutex
+	cut      map[string]bool // the silos on the far side of the cut
+	changed  map[string]chan struct{}
+	verdicts map[string]chan string // what declare hands each silo, beside its membership's
 }
 
 func newCutReachability() *cutReachability {
-	return &cutReachability{cut: map[string]bool{}, changed: map[string]chan struct{}{}}
+	return &cutReachability{cut: map[string]bool{}, changed: map[string]chan struct{}{}, verdicts: map[string]chan string{}}
+}
+
+// declare tells silo self that declarer declared it dead, as its
+// membership's probes would.
+func (c *cutReachability) declare(self, declarer string) {
+	c.mu.Lock()
+	ch := c.verdicts[self]
+	c.mu.Unlock()
+	ch <- declarer
 }
 
 // set cuts the silos named off from the others (none: heal).
@@ -57,15 +67,21 @@ func (c *cutReachability) wrap(self string, m silo.ReachabilitySource) silo.Reac
 	defer c.mu.Unlock()
 	ch := make(chan struct{}, 1)
 	c.changed[self] = ch
-	return &cutView{c: c, self: self, m: m, changed: ch}
+	// The test's verdicts replace the membership's.
+	verdicts := make(chan string, 1)
+	c.verdicts[self] = verdicts
+	return &cutView{c: c, self: self, m: m, changed: ch, verdicts: verdicts}
 }
 
 type cutView struct {
-	c       *cutReachability
-	self    string
-	m       silo.ReachabilitySource
-	changed chan struct{}
+	c        *cutReachability
+	self     string
+	m        silo.ReachabilitySource
+	changed  chan struct{}
+	verdicts chan string
 }
+
+func (v *cutView) DeathVerdicts() <-chan string { return v.verdicts }
 
 func (v *cutView) Reachability() []cluster.Reachability {
 	out := v.m.Reachability()

@@ -367,7 +367,7 @@ func (o *Options) EnsureDefaults() {
 	if c.KeepaliveTimeout == 0 {
 		c.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
-	c.Fence.ensureDefaults(c.Timings)
+	c.Fence.ensureDefaults(c.Timings, c.DeathGrace)
 }
 
 // timingsOrDefaults returns t with its zero fields filled as the
@@ -420,6 +420,9 @@ func (o *Options) Validate() error {
 		if !o.Cluster.Fence.Disabled {
 			c.Range("Cluster.Fence.MinSilos", o.Cluster.Fence.MinSilos, 1, 1<<20)
 			c.Positive("Cluster.Fence.Stability", o.Cluster.Fence.Stability)
+		}
+		if !o.Cluster.Fence.Death.Disabled {
+			c.Positive("Cluster.Fence.Death.Hold", o.Cluster.Fence.Death.Hold)
 		}
 		// Every silo's link listener takes Security.LinkTLS (or TLS) and
 		// every silo dials links with DialTLS: one without the other

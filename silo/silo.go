@@ -239,6 +239,9 @@ func (s *Silo) start(ctx context.Context, kinds []*host.Kind, types []string) er
 		host.WithOwner(s), host.WithRouter(s.router),
 	}
 	hostOpts = append(hostOpts, s.metricsHostOptions()...)
+	if s.fenced() {
+		hostOpts = append(hostOpts, host.WithAdmission(s.membership.Admit))
+	}
 	if s.opts.Cluster.Enabled {
 		s.dir = s.newDirectory()
 		s.router.Locator = s.dir
@@ -335,10 +338,11 @@ func (s *Silo) flushConnections(ctx context.Context) {
 // Ready reports whether the silo serves: nil once Start has returned
 // successfully (a silo of a cluster has then joined it and announced
 // itself active, and its gateway, when it has one, listens) and until Stop
-// begins, except while the minority fence is up. Otherwise it says why:
-// an error wrapping ErrNotStarted before and while Start runs, ErrStopping
-// once Stop has begun, or ErrFenced, with the unreachable silos, while the
-// silo cannot reach a majority of its cluster. A health check (the
+// begins, except while a fence is up. Otherwise it says why: an error
+// wrapping ErrNotStarted before and while Start runs, ErrStopping once
+// Stop has begun, ErrFenced, with the unreachable silos, while the silo
+// cannot reach a majority of its cluster, or ErrDeclaredDead, with the
+// verdict or the stall, while the death fence is up. A health check (the
 // binary's /readyz) answers with it.
 func (s *Silo) Ready() error {
 	s.mu.Lock()
@@ -380,8 +384,8 @@ func (l *localInbound) Deliver(req *host.Request) { (*Silo)(l).deliver(req) }
 
 // deliver hands a request to the silo's activations. It fails requests with
 // actor.ErrStopping while the silo is not running, and with an error
-// wrapping ErrFenced and proxy.ErrUnavailable while the minority fence is
-// up.
+// wrapping proxy.ErrUnavailable and ErrFenced or ErrDeclaredDead while a
+// fence is up.
 func (s *Silo) deliver(req *host.Request) {
 	host := s.host.Load()
 	if host == nil {

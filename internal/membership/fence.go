@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,11 @@ import (
 // text.
 var ErrFenced = errors.New("silo: fenced off from the majority of the cluster")
 
+// ErrDeclaredDead is wrapped by the error of every grain call the silo
+// refuses while the death fence is up. Package silo exports it, hence its
+// text.
+var ErrDeclaredDead = errors.New("silo: taken for dead by the cluster")
+
 // FenceOptions configure the silo's side of the minority fence, whose
 // decisions internal/fence's core makes.
 type FenceOptions struct {
@@ -33,25 +39,176 @@ type FenceOptions struct {
 	// see the stability period end on time, and to deactivate what a call
 	// that raced the fence activated.
 	Every time.Duration
+	// Death is the death fence, which acts whether or not the minority
+	// fence is disabled.
+	Death DeathFenceOptions
 }
 
-// Reachability is what the fence watches: the membership, or what a test
+// DeathFenceOptions configure the death fence: a silo that another
+// declared dead while it ran (a death verdict of its probes), or that
+// finds it did not run for Stall (long enough for the others to declare
+// it dead and end its grace), may have had its grains placed anew
+// elsewhere. It refuses grain calls and deactivates its grains, and serves
+// again once Hold has passed since the last verdict, no member still
+// says it lost the silo, and its directory has settled.
+type DeathFenceOptions struct {
+	// Disabled turns the death fence off.
+	Disabled bool
+	// Stall is the longest the silo may find it did not run without
+	// taking itself for dead; zero or less: stalls are not watched.
+	Stall time.Duration
+	// Hold is the shortest the fence stays up.
+	Hold time.Duration
+}
+
+// Reachability is what the fences watch: the membership, or what a test
 // puts in its place.
 type Reachability interface {
 	Reachability() []cluster.Reachability
 	ReachabilityChanged() <-chan struct{}
+	DeathVerdicts() <-chan string
 }
 
-// fenceState is what the silo's calls read of the fence: the refusal,
+// fenceState is what the silo's calls read of the fences: the refusal,
 // and the counters.
 type fenceState struct {
-	// refusal is the error calls are refused with while the fence is up,
-	// nil otherwise: the one atomic load the call path pays.
+	// refusal is the error calls are refused with while a fence is up,
+	// nil otherwise: the one atomic load the call path pays. It is the
+	// minority fence's refusal if that fence is up, else the death
+	// fence's.
 	refusal atomic.Pointer[error]
 	refused atomic.Int64 // calls refused
-	// fencings counts the times the fence went up.
-	fencings atomic.Int64
-	stable   atomic.Pointer[[]string] // the last stable membership
+	// fencings counts the times the minority fence went up, deaths the
+	// times the death fence did.
+	fencings, deaths atomic.Int64
+	stable           atomic.Pointer[[]string] // the last stable membership
+	// ran is when the watch last ran, on the elapsed clock: the death
+	// fence's watch of stalls.
+	ran atomic.Int64
+	// elapsed is the death fence's clock: the monotonic time since the
+	// wiring was made, real whatever the silo's clock, since the others
+	// declare a silent silo dead in real time and a test's fake clock
+	// jumps. It reads the monotonic clock once; time.Now reads two.
+	elapsed  func() time.Duration
+	watching atomic.Bool   // ran is kept: the watch runs
+	raised   chan struct{} // cap 1: the death fence went up
+
+	mu struct {
+		sync.Mutex
+		minority, death error         // each fence's refusal while it is up
+		deathSince      time.Duration // on the elapsed clock
+	}
+}
+
+// refuseLocked publishes the refusal of the fences that are up, to calls
+// and to the directory. f.mu must be held.
+func (w *Wiring) refuseLocked() {
+	f := &w.fence
+	err := f.mu.minority
+	if err == nil {
+		err = f.mu.death
+	}
+	if err == nil {
+		f.refusal.Store(nil)
+	} else {
+		f.refusal.Store(&err)
+	}
+	if w.dir != nil {
+		w.dir.Refuse(err)
+	}
+}
+
+// Admit returns the error a grain turn is refused with, or nil: the
+// activation host asks it before each batch of requests. It is the fences'
+// refusal; and, when the death fence watches stalls, Admit looks for a
+// stall itself, since after a pause the calls that waited may run before
+// the watch does. It only reads what the watch writes.
+func (w *Wiring) Admit() error {
+	if p := w.fence.refusal.Load(); p != nil {
+		return *p
+	}
+	if w.fence.watching.Load() && w.stalled(w.fence.elapsed()) {
+		return w.Fenced()
+	}
+	return nil
+}
+
+// stalled raises the death fence, and reports true, if the watch last ran
+// longer than the fence's Stall before now.
+func (w *Wiring) stalled(now time.Duration) bool {
+	f := &w.fence
+	gap := now - time.Duration(f.ran.Load())
+	if gap <= w.opts.Fence.Death.Stall {
+		return false
+	}
+	w.raiseDeath(now, fmt.Sprintf("did not run for %v, long enough for the others to declare it dead and place its grains anew",
+		gap.Round(time.Millisecond)))
+	return true
+}
+
+// beat is the watch's: it looks for a stall, then records that the silo
+// runs at now. The fence goes up before the newer time is seen, so that a
+// call that finds the newer time finds the fence too.
+func (w *Wiring) beat(now time.Duration) {
+	w.stalled(now)
+	w.fence.ran.Store(int64(now))
+}
+
+// raiseDeath raises the death fence, or keeps it up from now, and has the
+// watch deactivate the grains.
+func (w *Wiring) raiseDeath(now time.Duration, reason string) {
+	f := &w.fence
+	f.mu.Lock()
+	raised := f.mu.death == nil
+	if raised {
+		err := fmt.Errorf("%w: silo %s %s", proxy.ErrUnavailable, w.opts.Self, reason)
+		f.mu.death = fmt.Errorf("%w: %w", ErrDeclaredDead, err)
+		f.deaths.Add(1)
+		w.refuseLocked()
+	}
+	f.mu.deathSince = now
+	f.mu.Unlock()
+	if raised {
+		w.opts.Log.Warn("death fence: this silo may have been taken for dead and its grains placed elsewhere; it refuses grain calls and deactivates its grains until its cluster has taken it back",
+			slog.String("reason", reason))
+		// The watch deactivates the grains, not a call that found the
+		// stall; the host refuses their turns meanwhile.
+		select {
+		case f.raised <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// liftDeath lifts the death fence once Hold has passed since it was last
+// raised, no member says it lost the silo, and the directory has settled
+// on the view; it reports whether the fence is down.
+func (w *Wiring) liftDeath(now time.Duration, src Reachability) bool {
+	f := &w.fence
+	f.mu.Lock()
+	up, since := f.mu.death != nil, f.mu.deathSince
+	f.mu.Unlock()
+	if !up {
+		return true
+	}
+	if now-since < w.opts.Fence.Death.Hold {
+		return false
+	}
+	for _, r := range src.Reachability() {
+		if r.SaysDead {
+			return false
+		}
+	}
+	v := w.View()
+	if self, ok := v.Member(w.opts.Self); !ok || self.Status != cluster.StatusActive || (w.dir != nil && !w.dir.Settled(v.Version)) {
+		return false
+	}
+	f.mu.Lock()
+	f.mu.death = nil
+	w.refuseLocked()
+	f.mu.Unlock()
+	w.opts.Log.Info("death fence lifted: the cluster has taken this silo back, and it serves")
+	return true
 }
 
 // Fenced returns the error grain calls are refused with while the fence
@@ -73,26 +230,27 @@ func (w *Wiring) Refuse(req *host.Request, err error) {
 
 // FenceStats are the fence's counters.
 type FenceStats struct {
-	Fenced   bool     // the fence is up
-	Fencings int64    // the times it went up
-	Refused  int64    // the grain calls refused because of it
+	Fenced   bool     // a fence is up
+	Fencings int64    // the times the minority fence went up
+	Deaths   int64    // the times the death fence went up
+	Refused  int64    // the grain calls refused because of the fences
 	Stable   []string // the last stable membership, sorted
 }
 
 // FenceStats returns the fence's counters.
 func (w *Wiring) FenceStats() FenceStats {
 	f := &w.fence
-	st := FenceStats{Fenced: f.refusal.Load() != nil, Fencings: f.fencings.Load(), Refused: f.refused.Load()}
+	st := FenceStats{Fenced: f.refusal.Load() != nil, Fencings: f.fencings.Load(), Deaths: f.deaths.Load(), Refused: f.refused.Load()}
 	if p := f.stable.Load(); p != nil {
 		st.Stable = *p
 	}
 	return st
 }
 
-// startFence starts watching the membership for the fence, unless it is
-// disabled.
+// startFence starts watching the membership for the fences, unless both
+// are disabled.
 func (w *Wiring) startFence(members *cluster.Membership) {
-	if w.opts.Fence.Disabled {
+	if w.opts.Fence.Disabled && w.opts.Fence.Death.Disabled {
 		return
 	}
 	var src Reachability = members
@@ -105,12 +263,26 @@ func (w *Wiring) startFence(members *cluster.Membership) {
 	}
 }
 
-// watchFence feeds the fence's core with what the membership reaches, and
-// applies its verdicts, until ctx ends.
+// watchFence feeds the minority fence's core with what the membership
+// reaches, and applies its verdicts; it raises the death fence on a death
+// verdict or a stall, and lifts it; until ctx ends.
 func (w *Wiring) watchFence(ctx context.Context, src Reachability, sub *cluster.Subscription) {
 	defer sub.Close()
 	opts := w.opts.Fence
-	core := fence.New(fence.Options{Self: w.opts.Self, MinSilos: opts.MinSilos, Stability: opts.Stability})
+	var core *fence.Fence
+	if !opts.Disabled {
+		core = fence.New(fence.Options{Self: w.opts.Self, MinSilos: opts.MinSilos, Stability: opts.Stability})
+	}
+	death := !opts.Death.Disabled
+	if death && opts.Death.Stall > 0 {
+		w.fence.ran.Store(int64(w.fence.elapsed()))
+		w.fence.watching.Store(true)
+		defer w.fence.watching.Store(false) // a stopping silo's calls are no stall
+	}
+	var verdicts <-chan string
+	if death {
+		verdicts = src.DeathVerdicts()
+	}
 	tick := time.NewTicker(opts.Every)
 	defer tick.Stop()
 	var obs []fence.Observation
@@ -119,6 +291,9 @@ func (w *Wiring) watchFence(ctx context.Context, src Reachability, sub *cluster.
 	// on has that majority and its directory has settled on it.
 	var lifting *fence.Status
 	verdict := func(st fence.Status) {
+		if core == nil {
+			return
+		}
 		switch {
 		case st.Fenced:
 			lifting = nil
@@ -137,15 +312,29 @@ func (w *Wiring) watchFence(ctx context.Context, src Reachability, sub *cluster.
 	}
 	for {
 		now := w.opts.Clock.Now()
-		obs = obs[:0]
-		for _, r := range src.Reachability() {
-			obs = append(obs, fence.Observation{ID: r.ID, Reachable: r.Reachable})
+		if death {
+			run := w.fence.elapsed()
+			if w.fence.watching.Load() {
+				w.beat(run)
+			}
+			if !w.liftDeath(run, src) {
+				w.deactivateAll() // what a call that raced the fence may have activated
+			}
 		}
-		verdict(core.Observe(now, obs))
+		if core != nil {
+			obs = obs[:0]
+			for _, r := range src.Reachability() {
+				obs = append(obs, fence.Observation{ID: r.ID, Reachable: r.Reachable})
+			}
+			verdict(core.Observe(now, obs))
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-w.fence.raised:
+		case declarer := <-verdicts:
+			w.raiseDeath(w.fence.elapsed(), "was declared dead by "+declarer+" while it ran")
 		case <-src.ReachabilityChanged():
 		case _, ok := <-sub.Ready():
 			if !ok {
@@ -156,7 +345,7 @@ func (w *Wiring) watchFence(ctx context.Context, src Reachability, sub *cluster.
 				return
 			}
 			for _, e := range events {
-				if e.Kind == cluster.EventLeft {
+				if e.Kind == cluster.EventLeft && core != nil {
 					verdict(core.Left(w.opts.Clock.Now(), e.Member.ID))
 				}
 			}
@@ -174,12 +363,11 @@ func (w *Wiring) applyFence(st fence.Status) {
 	switch {
 	case st.Fenced && st.Changed:
 		err := fmt.Errorf("%w: silo %s %s", proxy.ErrUnavailable, w.opts.Self, st.Reason)
-		refusal := fmt.Errorf("%w: %w", ErrFenced, err)
-		f.refusal.Store(&refusal)
+		f.mu.Lock()
+		f.mu.minority = fmt.Errorf("%w: %w", ErrFenced, err)
+		w.refuseLocked()
+		f.mu.Unlock()
 		f.fencings.Add(1)
-		if w.dir != nil {
-			w.dir.Refuse(refusal)
-		}
 		w.opts.Log.Warn("fenced: this silo cannot reach a majority of its cluster; it refuses grain calls and deactivates its grains until it can",
 			slog.String("reason", st.Reason), slog.String("stable_membership", strings.Join(st.Stable, ",")))
 		w.deactivateAll()
@@ -215,12 +403,14 @@ func majorityActive(stable []string, v cluster.View) bool {
 	return n > len(stable)/2
 }
 
-// unfence lets calls and registrations in again.
+// unfence lets calls and registrations in again, unless the death fence
+// is up.
 func (w *Wiring) unfence() {
-	w.fence.refusal.Store(nil)
-	if w.dir != nil {
-		w.dir.Refuse(nil)
-	}
+	f := &w.fence
+	f.mu.Lock()
+	f.mu.minority = nil
+	w.refuseLocked()
+	f.mu.Unlock()
 }
 
 // deactivateAll deactivates every activation of the host; each flushes

@@ -56,7 +56,13 @@ type Wiring struct {
 }
 
 // New returns the wiring of a silo that has not joined.
-func New(opts Options) *Wiring { return &Wiring{opts: opts} }
+func New(opts Options) *Wiring {
+	w := &Wiring{opts: opts}
+	base := time.Now()
+	w.fence.elapsed = func() time.Duration { return time.Since(base) }
+	w.fence.raised = make(chan struct{}, 1)
+	return w
+}
 
 // Members returns the membership, or nil before Join started it.
 func (w *Wiring) Members() *cluster.Membership { return w.members }
