@@ -67,7 +67,8 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 			// short of a majority of the last stable membership, and the
 			// fence (rightly) refuses every call. This test is about the
 			// directory's one activation under churn; the fence has its
-			// own tests.
+			// own tests. The death fence stays on: a silo declared dead
+			// while it runs must stop serving.
 			o.Cluster.Fence.Disabled = true
 		}})
 	ids := make([]actor.GrainID, grains)

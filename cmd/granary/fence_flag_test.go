@@ -46,3 +46,26 @@ func TestFenceMinSilosSetsTheFenceAndZeroTurnsItOff(t *testing.T) {
 	_, err := siloOptionsOf(t, append(cluster, "-fence-min-silos", "-1")...)
 	assert.ErrorContains(t, err, "-fence-min-silos must not be negative")
 }
+
+func TestTheDeathFenceIsOnUnlessTurnedOffAndApartFromTheMinorityFence(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("a secret of the cluster, long enough"), 0o600))
+	cluster := []string{"-silo-address", "127.0.0.1:0", "-gateway", "127.0.0.1:0", "-secret-file", secret}
+	for _, tc := range []struct {
+		args []string
+		off  bool
+	}{
+		{args: nil},
+		{args: []string{"-fence-min-silos", "0"}},
+		{args: []string{"-death-fence=false"}, off: true},
+	} {
+		f, err := siloOptionsOf(t, append(cluster, tc.args...)...)
+		require.NoError(t, err, "%v", tc.args)
+		o, err := f.options()
+		require.NoError(t, err)
+		assert.Equal(t, tc.off, o.Cluster.Fence.Death.Disabled, "%v", tc.args)
+		if !tc.off {
+			assert.Positive(t, o.Cluster.Fence.Death.Stall, "derived from the timings and the grace")
+		}
+	}
+}

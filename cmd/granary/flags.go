@@ -132,6 +132,7 @@ type siloFlags struct {
 	secretFile    string
 	timings       string
 	fenceMinSilos int
+	deathFence    bool
 	stopTimeout   time.Duration
 	// limiterCollectionAge is the collection age of the limiter grains
 	// (0: -collection-age).
@@ -172,6 +173,7 @@ func defineSiloFlags(s *settings) *siloFlags {
 	s.stringVar(&o.Security.ClusterID, "cluster-id", "GRANARY_CLUSTER_ID", silo.DefaultClusterID, "the cluster's name: silos and clients of another are refused")
 	s.stringVar(&f.secretFile, "secret-file", "GRANARY_SECRET_FILE", "", "a file holding the cluster's secret (16 bytes or more): the silos' credential, required of every silo of a cluster, never given to clients")
 	s.stringVar(&f.timings, "timings", "GRANARY_TIMINGS", "lan", "failure detection profile: lan, or fast (one machine, tests)")
+	s.boolVar(&f.deathFence, "death-fence", "GRANARY_DEATH_FENCE", true, "the death fence: a silo that another declared dead while it ran, or that did not run for long enough to have been, refuses calls, deactivates its grains and is not ready until the cluster has taken it back (false: off)")
 	s.intVar(&f.fenceMinSilos, "fence-min-silos", "GRANARY_FENCE_MIN_SILOS", fence.DefaultMinSilos, "the minority fence: in a cluster of at least this many silos, a silo that cannot reach a majority refuses calls and is not ready (0: no fence)")
 	s.durationVar(&f.stopTimeout, "stop-timeout", "GRANARY_STOP_TIMEOUT", 30*time.Second, "how long a graceful stop may take")
 	s.durationVar(&o.CollectionAge, "collection-age", "GRANARY_COLLECTION_AGE", host.DefaultCollectionAge, "how long an idle grain stays in memory before it is deactivated")
@@ -283,6 +285,7 @@ func (f *siloFlags) options() (silo.Options, error) {
 	default:
 		o.Cluster.Fence.MinSilos = f.fenceMinSilos
 	}
+	o.Cluster.Fence.Death.Disabled = !f.deathFence
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		errs = append(errs, err)
