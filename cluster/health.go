@@ -122,8 +122,9 @@ type probed struct {
 	sent, answered uint64 // rounds
 	unanswered     uint64 // as judged at the latest round
 	reachable      bool
-	saysDead       bool // its latest answer said its view lost this silo
-	acked          bool // it answered one of this silo's probes
+	saysDead       bool   // its latest answer said its view lost this silo
+	deadRound      uint64 // the round it said so in
+	acked          bool   // it answered one of this silo's probes
 }
 
 func newProbes() *probes {
@@ -189,6 +190,9 @@ func (p *probes) answered(id string, r uint64, self bool) {
 		return // a member no longer probed, a round never sent, or news already had
 	}
 	st.answered, st.acked = r, true
+	if st.saysDead && r <= st.deadRound {
+		return // an older round's answer, late: the member has lost this silo since
+	}
 	if !st.reachable || st.saysDead {
 		st.reachable, st.saysDead = true, false
 		p.notify()
@@ -206,7 +210,7 @@ func (p *probes) saidDead(id string, r uint64) {
 	if !ok || r > st.sent || r <= st.answered || st.saysDead {
 		return // a member no longer probed, a round never sent or answered since, or a verdict had
 	}
-	st.saysDead = true
+	st.saysDead, st.deadRound = true, r
 	p.notify()
 	if !st.reachable || !st.acked {
 		// Silent before, a cut, which each side sees and the fences and

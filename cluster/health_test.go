@@ -87,6 +87,8 @@ func TestAMemberThatAnsweredAndNowSaysItLostThisSiloIsAVerdict(t *testing.T) {
 	assert.Empty(t, verdict(p), "one verdict until b answers again")
 	p.saidDead("b", r+1)
 	assert.Empty(t, verdict(p), "a round never sent counts for nothing")
+	p.answered("b", r-1, false)
+	assert.True(t, p.reachability("b", false).SaysDead, "a late answer to an older round does not take it back")
 	roundAnswered(p, "b")
 	assert.False(t, p.reachability("b", false).SaysDead)
 

@@ -64,8 +64,10 @@ func TestASiloDeclaredDeadServesNothingUntilItsClusterTakesItBack(t *testing.T) 
 		assert.NoError(t, c.Silo(i).Ready(), "the others are ready")
 	}
 
-	// Its cluster never lost it here, so it takes it back once the hold
-	// has passed; every grain has the state its acknowledged calls left.
+	// Its cluster takes it back; once the hold has passed, every grain
+	// has the state its acknowledged calls left.
+	assert.True(t, c.Silo(2).Stats().Fence.Fenced, "up while silo-0 says it lost silo-2")
+	cut.takeBack(testcluster.Name(2))
 	require.Eventually(t, func() bool { return c.Silo(2).Ready() == nil }, 10*time.Second, time.Millisecond, "the fence never lifted")
 	for i, id := range ids {
 		r, err := testgrain.NewCounterRef(declared, id.Key).Add(ctx, &testgrain.AddRequest{Delta: 1}, c.PlaceOn(i%3))

@@ -52,7 +52,8 @@ type FenceOptions struct {
 // DeathFenceOptions configure a silo's death fence (docs/cluster.md): a
 // silo that another declared dead while it ran (that silo's view lost it,
 // and says so when this one probes it), or that finds it did not run for
-// Stall (a paused process, a machine that slept, a starved scheduler),
+// Stall (a paused process, a starved scheduler; a machine that slept is
+// not seen, the monotonic clock stops with it, and the verdict comes),
 // may have had its grains placed anew elsewhere once the death's grace
 // ended. It refuses every grain call with proxy.ErrUnavailable and
 // ErrDeclaredDead, runs no turn of grain code and deactivates its grains,
@@ -66,7 +67,7 @@ type DeathFenceOptions struct {
 	// and refutes it.
 	Disabled bool
 	// Stall is how long the silo may find it did not run before it takes
-	// itself for dead. Default DeathGrace plus SuspicionMult-1 probe
+	// itself for dead. Default DeathGrace plus SuspicionMult-1 (at least one) probe
 	// intervals of Cluster.Timings, a little less than the others take to
 	// declare a silent silo dead and end its grace: 7 s with the LAN
 	// timings, 350 ms with the fast ones. Negative: stalls are not

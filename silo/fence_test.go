@@ -30,20 +30,30 @@ type cutReachability struct {
 	mu       sync.Mutex
 	cut      map[string]bool // the silos on the far side of the cut
 	changed  map[string]chan struct{}
-	verdicts map[string]chan string // what declare hands each silo, beside its membership's
+	verdicts map[string]chan string // what declare hands each silo, in place of its membership's
+	saysDead map[string]string      // silo -> the member that says it lost it, until taken back
 }
 
 func newCutReachability() *cutReachability {
-	return &cutReachability{cut: map[string]bool{}, changed: map[string]chan struct{}{}, verdicts: map[string]chan string{}}
+	return &cutReachability{cut: map[string]bool{}, changed: map[string]chan struct{}{}, verdicts: map[string]chan string{},
+		saysDead: map[string]string{}}
 }
 
 // declare tells silo self that declarer declared it dead, as its
-// membership's probes would.
+// membership's probes would, and has declarer say so until takeBack.
 func (c *cutReachability) declare(self, declarer string) {
 	c.mu.Lock()
 	ch := c.verdicts[self]
+	c.saysDead[self] = declarer
 	c.mu.Unlock()
 	ch <- declarer
+}
+
+// takeBack has the declarer of silo self answer its probes again.
+func (c *cutReachability) takeBack(self string) {
+	c.mu.Lock()
+	delete(c.saysDead, self)
+	c.mu.Unlock()
 }
 
 // set cuts the silos named off from the others (none: heal).
@@ -90,6 +100,9 @@ func (v *cutView) Reachability() []cluster.Reachability {
 	for i := range out {
 		if out[i].ID != v.self && v.c.cut[out[i].ID] != v.c.cut[v.self] {
 			out[i].Reachable = false
+		}
+		if v.c.saysDead[v.self] == out[i].ID {
+			out[i].SaysDead = true
 		}
 	}
 	return out

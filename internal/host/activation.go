@@ -215,7 +215,13 @@ func (a *activation) apply(effects []effect) {
 					next = a.core.registered(r.winner, r.err)
 				}
 			case effActivate:
-				next = a.core.activated(a.activate())
+				if a.barred != nil {
+					// No state load and no OnActivate while the host's
+					// admission refuses: the activation fails with it.
+					next = a.core.activated(a.barred)
+				} else {
+					next = a.core.activated(a.activate())
+				}
 			case effAsked:
 				next = a.core.deactivateAsked()
 			default:

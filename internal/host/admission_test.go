@@ -32,10 +32,10 @@ func TestARefusedTurnRunsNoGrainCodeAndDeactivatesTheGrain(t *testing.T) {
 	f.host.mu.RUnlock()
 
 	refusing.Store(true)
+	var ran atomic.Bool
+	a.post(turnFunc(func() { ran.Store(true) })) // the first message refused
 	_, err = f.call("a", mAdd, 1)
 	require.ErrorIs(t, err, refusal)
-	var ran atomic.Bool
-	a.post(turnFunc(func() { ran.Store(true) }))
 	f.waitLeft("a")
 	assert.Equal(t, invoked, f.invoked.Load(), "the refused call ran no method")
 	assert.False(t, ran.Load(), "the refused callback did not run")

@@ -127,10 +127,13 @@ func (w *Wiring) Admit() error {
 	if p := w.fence.refusal.Load(); p != nil {
 		return *p
 	}
-	if w.fence.watching.Load() && w.stalled(w.fence.elapsed()) {
-		return w.Fenced()
+	if !w.fence.watching.Load() {
+		return nil
 	}
-	return nil
+	w.stalled(w.fence.elapsed())
+	// Again: a watch that raised the fence between the first load and
+	// the read of ran has stored a newer time, which hides the stall.
+	return w.Fenced()
 }
 
 // stalled raises the death fence, and reports true, if the watch last ran
@@ -283,7 +286,12 @@ func (w *Wiring) watchFence(ctx context.Context, src Reachability, sub *cluster.
 	if death {
 		verdicts = src.DeathVerdicts()
 	}
-	tick := time.NewTicker(opts.Every)
+	every := opts.Every
+	if death && opts.Death.Stall > 0 {
+		// Beats well within Stall, or the gap between two would be one.
+		every = min(every, opts.Death.Stall/4)
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var obs []fence.Observation
 	// lifting is a lift the core decided that waits for the directory: the
