@@ -20,10 +20,16 @@ func siloOptionsOf(t *testing.T, args ...string) (*siloFlags, error) {
 	return f, err
 }
 
-func TestFenceMinSilosSetsTheFenceAndZeroTurnsItOff(t *testing.T) {
+// clusterArgs are the flags of a silo of a cluster, with a secret.
+func clusterArgs(t *testing.T) []string {
+	t.Helper()
 	secret := filepath.Join(t.TempDir(), "secret")
 	require.NoError(t, os.WriteFile(secret, []byte("a secret of the cluster, long enough"), 0o600))
-	cluster := []string{"-silo-address", "127.0.0.1:0", "-gateway", "127.0.0.1:0", "-secret-file", secret}
+	return []string{"-silo-address", "127.0.0.1:0", "-gateway", "127.0.0.1:0", "-secret-file", secret}
+}
+
+func TestFenceMinSilosSetsTheFenceAndZeroTurnsItOff(t *testing.T) {
+	cluster := clusterArgs(t)
 	for _, tc := range []struct {
 		args     []string
 		disabled bool
@@ -48,9 +54,7 @@ func TestFenceMinSilosSetsTheFenceAndZeroTurnsItOff(t *testing.T) {
 }
 
 func TestTheDeathFenceIsOnUnlessTurnedOffAndApartFromTheMinorityFence(t *testing.T) {
-	secret := filepath.Join(t.TempDir(), "secret")
-	require.NoError(t, os.WriteFile(secret, []byte("a secret of the cluster, long enough"), 0o600))
-	cluster := []string{"-silo-address", "127.0.0.1:0", "-gateway", "127.0.0.1:0", "-secret-file", secret}
+	cluster := clusterArgs(t)
 	for _, tc := range []struct {
 		args []string
 		off  bool
