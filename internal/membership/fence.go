@@ -136,17 +136,13 @@ func (w *Wiring) Admit() error {
 	return w.Fenced()
 }
 
-// stalled raises the death fence, and reports true, if the watch last ran
-// longer than the fence's Stall before now.
-func (w *Wiring) stalled(now time.Duration) bool {
-	f := &w.fence
-	gap := now - time.Duration(f.ran.Load())
-	if gap <= w.opts.Fence.Death.Stall {
-		return false
+// stalled raises the death fence if the watch last ran longer than the
+// fence's Stall before now.
+func (w *Wiring) stalled(now time.Duration) {
+	if gap := now - time.Duration(w.fence.ran.Load()); gap > w.opts.Fence.Death.Stall {
+		w.raiseDeath(now, fmt.Sprintf("did not run for %v, long enough for the others to declare it dead and place its grains anew",
+			gap.Round(time.Millisecond)))
 	}
-	w.raiseDeath(now, fmt.Sprintf("did not run for %v, long enough for the others to declare it dead and place its grains anew",
-		gap.Round(time.Millisecond)))
-	return true
 }
 
 // beat is the watch's: it looks for a stall, then records that the silo
