@@ -218,6 +218,7 @@ func (a *activation) apply(effects []effect) {
 				if a.barred != nil {
 					// No state load and no OnActivate while the host's
 					// admission refuses: the activation fails with it.
+					a.failure = a.barred
 					next = a.core.activated(a.barred)
 				} else {
 					next = a.core.activated(a.activate())

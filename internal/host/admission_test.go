@@ -1,9 +1,11 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,4 +48,30 @@ func TestARefusedTurnRunsNoGrainCodeAndDeactivatesTheGrain(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, v, "the state of the admitted turns was flushed, the refused one changed nothing")
 	assert.EqualValues(t, 2, f.activated.Load())
+}
+
+// A registration sent before the admission refused, and answered after,
+// loads no state and runs no OnActivate: the activation fails with the
+// refusal, and so does the call that waited for it.
+func TestARegistrationAnsweredWhileRefusedActivatesNothing(t *testing.T) {
+	refusal := errors.New("fenced")
+	var refusing atomic.Bool
+	dir := &scriptedDirectory{hold: true}
+	f := newFixture(t, HostOptions{}, WithDirectory(dir), WithAdmission(func() error {
+		if refusing.Load() {
+			return refusal
+		}
+		return nil
+	}))
+	res := f.send(context.Background(), "a", mAdd, 1, 0)
+	require.Eventually(t, func() bool {
+		dir.mu.Lock()
+		defer dir.mu.Unlock()
+		return len(dir.held) == 1
+	}, time.Second, time.Millisecond, "the registration is on its way")
+	refusing.Store(true)
+	dir.answer("", nil) // this silo won
+	r := <-res
+	assert.ErrorIs(t, r.err, refusal)
+	assert.Zero(t, f.activated.Load(), "OnActivate ran while the admission refused")
 }
