@@ -3,6 +3,8 @@ package cluster
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -24,7 +26,7 @@ const (
 	// msgProbeAck: "<id> heard your round <seq>".
 	msgProbeAck = 4
 	// msgProbeDead: "<id> heard your round <seq>, and its view lost you:
-	// it saw you fail".
+	// it saw you fail <age> ago".
 	msgProbeDead = 5
 )
 
@@ -80,17 +82,29 @@ func (m *Membership) ReachabilityChanged() <-chan struct{} { return m.probes.cha
 // watcher that has not taken them yet.
 const verdictBuffer = 64
 
-// DeathVerdicts returns a channel that receives the id of each member of
-// this silo's view that answers its probe by saying that its own view lost
-// this silo, having answered the probe before: the member saw this silo
-// fail while it ran (too starved to answer in time, or its answers lost),
-// and what the member does with a failed silo's work, such as placing its
-// grains anew, it may be doing already. A member that said nothing for
-// ProbeMisses rounds first (a cut, which each side sees) gives no
-// verdict, and nor does one that says it again before answering a probe.
-// A verdict that finds the channel full is dropped; the channel is never
-// closed.
-func (m *Membership) DeathVerdicts() <-chan string { return m.probes.verdicts }
+// A DeathVerdict is a member's answer to this silo's probe saying that
+// the member's view lost this silo: it saw the silo fail.
+type DeathVerdict struct {
+	// By is the member's silo id.
+	By string
+	// Age is at most how long ago the member's view lost this silo, as of
+	// the verdict's delivery: the age the member gave, plus the time since
+	// this silo sent the probe it answered. What the member does with a
+	// failed silo's work once a grace has passed, such as placing its
+	// grains anew, it may be doing since Age minus the grace.
+	Age time.Duration
+}
+
+// DeathVerdicts returns a channel that receives a verdict for each member
+// of this silo's view that answers its probe by saying that its own view
+// lost this silo, having answered the probe before: the member saw this
+// silo fail while it ran (too starved to answer in time, its answers lost,
+// or told by another silo that saw it fail, as a healed cut's far side
+// tells the near side). A member that said nothing for ProbeMisses rounds
+// first (a cut, which each side sees) gives no verdict, and nor does one
+// that says it again before answering a probe. A verdict that finds the
+// channel full is dropped; the channel is never closed.
+func (m *Membership) DeathVerdicts() <-chan DeathVerdict { return m.probes.verdicts }
 
 // probes is the bookkeeping of the probe rounds, safe for concurrent use.
 // Rounds are numbered; each member remembers the last round it was probed
@@ -102,16 +116,28 @@ func (m *Membership) DeathVerdicts() <-chan string { return m.probes.verdicts }
 // then does not take its own backlog for a cut, while a real cut, which
 // spares a silo's own address, is counted as it happens.
 type probes struct {
-	changed  chan struct{} // cap 1
-	verdicts chan string   // cap verdictBuffer
+	changed  chan struct{}     // cap 1
+	verdicts chan DeathVerdict // cap verdictBuffer
 
 	mu struct {
 		sync.Mutex
 		round        uint64
 		selfAnswered uint64 // the latest round this silo's probe of itself came back from
 		members      map[string]*probed
+		sentAt       [sentMemory]time.Time // when the latest rounds were sent, by round modulo sentMemory
 	}
 }
+
+// sentMemory is how many of the latest rounds' send times the probes
+// keep: more rounds than a member that counts as reachable can have left
+// unanswered (selfLagLimit+ProbeMisses), so that a verdict's round is
+// always among them. Should it not be, the verdict's age is unknown, and
+// counts as older than any grace.
+const sentMemory = 16
+
+// unknownAge is the age of a death verdict whose round's send time was
+// forgotten.
+const unknownAge = time.Duration(math.MaxInt64)
 
 // selfLagLimit is how many rounds this silo's probe of itself may lag
 // before the rounds count without it: a path to itself that never answers
@@ -128,20 +154,26 @@ type probed struct {
 }
 
 func newProbes() *probes {
-	p := &probes{changed: make(chan struct{}, 1), verdicts: make(chan string, verdictBuffer)}
+	p := &probes{changed: make(chan struct{}, 1), verdicts: make(chan DeathVerdict, verdictBuffer)}
 	p.mu.members = map[string]*probed{}
+	// Rounds start at a random number, so that a host that sends packets
+	// to the gossip port without seeing the probes cannot forge an answer
+	// to one: without a gossip secret, that is all that tells the answers
+	// apart. Far below the top, they never wrap.
+	p.mu.round = rand.Uint64N(1 << 62)
 	return p
 }
 
-// round starts a probe round of the given members (this silo left out): it
-// judges each by the rounds it left unanswered, forgets members that left
-// the view, and returns the round's number.
-func (p *probes) round(members []string) uint64 {
+// round starts a probe round of the given members (this silo left out),
+// sent at now: it judges each by the rounds it left unanswered, forgets
+// members that left the view, and returns the round's number.
+func (p *probes) round(members []string, now time.Time) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	last := p.mu.round // the latest round whose answers may have come
 	p.mu.round++
 	r := p.mu.round
+	p.mu.sentAt[r%sentMemory] = now
 	ref := p.mu.selfAnswered
 	if last-ref > selfLagLimit {
 		ref = last
@@ -199,11 +231,12 @@ func (p *probes) answered(id string, r uint64, self bool) {
 	}
 }
 
-// saidDead records that member id answered round r saying that its view
-// lost this silo. The probe reached it, but it is not an answer: a member
-// that lost this silo stops counting as reachable after ProbeMisses such
-// rounds. It is a verdict when the member was reachable until then.
-func (p *probes) saidDead(id string, r uint64) {
+// saidDead records that member id answered round r, at now, saying that
+// its view lost this silo age ago. The probe reached it, but it is not an
+// answer: a member that lost this silo stops counting as reachable after
+// ProbeMisses such rounds. It is a verdict when the member was reachable
+// until then.
+func (p *probes) saidDead(id string, r uint64, age time.Duration, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st, ok := p.mu.members[id]
@@ -218,8 +251,17 @@ func (p *probes) saidDead(id string, r uint64) {
 		// has not caught up with this silo's join.
 		return
 	}
+	// The member lost this silo age before it answered, and it answered
+	// after the probe was sent: the probe's age bounds the answer's
+	// delay, however long the packet took or waited to be read.
+	v := DeathVerdict{By: id, Age: unknownAge}
+	if p.mu.round-r < sentMemory {
+		if since := now.Sub(p.mu.sentAt[r%sentMemory]); since >= 0 && age <= unknownAge-since {
+			v.Age = age + since
+		}
+	}
 	select {
-	case p.verdicts <- id:
+	case p.verdicts <- v:
 	default:
 	}
 }
@@ -298,7 +340,7 @@ func (p *prober) probeAll(ml *memberlist.Memberlist) {
 		}
 	}
 	m.mu.Unlock()
-	r := m.probes.round(ids)
+	r := m.probes.round(ids, p.clock.Now())
 	msg := encodeProbe(probeMessage{Kind: msgProbe, ID: self, Round: r})
 	for _, to := range targets {
 		// One UDP packet each: a lost one is what the probes are for.
@@ -321,17 +363,19 @@ func (m *Membership) handleProbe(b []byte) {
 		m.probes.answered(msg.ID, msg.Round, msg.ID == m.opts.SiloID)
 	case msgProbeDead:
 		if msg.ID != m.opts.SiloID {
-			m.probes.saidDead(msg.ID, msg.Round)
+			m.probes.saidDead(msg.ID, msg.Round, msg.Age, m.clock.Now())
 		}
 	case msgProbe:
 		kind := byte(msgProbeAck)
+		var age time.Duration
 		m.mu.Lock()
 		from, known := m.mu.view.member(msg.ID)
 		if f, failed := m.mu.rejoin.failed[msg.ID]; !known && failed {
-			// A silo this view saw fail is told so, at the address it
-			// failed with (never one the probe names), so that it learns
-			// it may no longer hold what it held.
+			// A silo this view saw fail is told so, and since when, at
+			// the address it failed with (never one the probe names), so
+			// that it learns it may no longer hold what it held.
 			from, known, kind = Member{GossipAddress: f.address}, true, msgProbeDead
+			age = max(m.clock.Now().Sub(f.since), 0)
 		}
 		ml, stopped := m.mu.ml, m.mu.stopped
 		if msg.ID == m.opts.SiloID {
@@ -341,7 +385,7 @@ func (m *Membership) handleProbe(b []byte) {
 		if !known || stopped || ml == nil {
 			return // a silo this view does not show is not told it is heard
 		}
-		ack := encodeProbe(probeMessage{Kind: kind, ID: m.opts.SiloID, Round: msg.Round})
+		ack := encodeProbe(probeMessage{Kind: kind, ID: m.opts.SiloID, Round: msg.Round, Age: age})
 		// Sent from memberlist's receiving goroutine: one UDP packet, which
 		// does not block.
 		if err := ml.SendToAddress(memberlist.Address{Addr: from.GossipAddress, Name: msg.ID}, ack); err != nil {
@@ -355,6 +399,7 @@ type probeMessage struct {
 	Kind  byte
 	ID    string // the sender
 	Round uint64
+	Age   time.Duration // a msgProbeDead's: how long ago the sender saw the silo fail
 }
 
 func isProbe(b []byte) bool {
@@ -362,10 +407,14 @@ func isProbe(b []byte) bool {
 }
 
 func encodeProbe(m probeMessage) []byte {
-	b := make([]byte, 0, 2+binary.MaxVarintLen64+len(m.ID))
+	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+len(m.ID))
 	b = append(b, m.Kind)
 	b = binary.AppendUvarint(b, m.Round)
-	return appendString(b, m.ID)
+	b = appendString(b, m.ID)
+	if m.Kind == msgProbeDead {
+		b = binary.AppendUvarint(b, uint64(m.Age))
+	}
+	return b
 }
 
 func decodeProbe(b []byte) (probeMessage, error) {
@@ -377,6 +426,9 @@ func decodeProbe(b []byte) (probeMessage, error) {
 	r := reader{b: b[1:]}
 	m.Round = r.uvarint("round")
 	m.ID = r.string("silo id", MaxSiloIDLength)
+	if m.Kind == msgProbeDead {
+		m.Age = time.Duration(r.int64("age"))
+	}
 	if r.err != nil {
 		return probeMessage{}, r.err
 	}

@@ -20,10 +20,13 @@ func signalled(p *probes) bool {
 	}
 }
 
+// sentAt is when the unit tests' probe rounds are sent.
+var sentAt = time.Unix(1_000_000, 0)
+
 // roundAnswered runs a probe round of b and c that this silo's own probe
 // comes back from, with the answers of the members listed.
 func roundAnswered(p *probes, answering ...string) uint64 {
-	r := p.round([]string{"b", "c"})
+	r := p.round([]string{"b", "c"}, sentAt)
 	p.answered("a", r, true)
 	for _, id := range answering {
 		p.answered(id, r, false)
@@ -49,12 +52,12 @@ func TestProbesCountTheRoundsAMemberLeftUnanswered(t *testing.T) {
 	assert.True(t, reachableOf(p, "c"))
 	assert.True(t, signalled(p), "the change back is signalled")
 
-	p.answered("c", 99, false)
+	p.answered("c", r2+99, false)
 	roundAnswered(p, "b")
 	roundAnswered(p, "b")
 	assert.False(t, reachableOf(p, "c"), "an answer to a round never sent counts for nothing")
 
-	p.round([]string{"b"})
+	p.round([]string{"b"}, sentAt)
 	assert.True(t, reachableOf(p, "c"), "a member no longer probed is forgotten")
 	assert.True(t, p.reachability("a", true).Reachable, "a silo always reaches itself")
 }
@@ -62,30 +65,34 @@ func TestProbesCountTheRoundsAMemberLeftUnanswered(t *testing.T) {
 func verdict(p *probes) string {
 	select {
 	case d := <-p.verdicts:
-		return d
+		return d.By
 	default:
 		return ""
 	}
 }
 
+// saidDeadNow is saidDead at the time the rounds are sent, of a death
+// just seen.
+func saidDeadNow(p *probes, id string, r uint64) { p.saidDead(id, r, 0, sentAt) }
+
 func TestAMemberThatAnsweredAndNowSaysItLostThisSiloIsAVerdict(t *testing.T) {
 	p := newProbes()
 	r := roundAnswered(p)
-	p.saidDead("b", r)
+	saidDeadNow(p, "b", r)
 	assert.Empty(t, verdict(p), "b never answered a probe: it has not caught up with this silo's join")
 	assert.True(t, p.reachability("b", false).SaysDead)
 
 	r = roundAnswered(p, "b", "c")
 	assert.False(t, p.reachability("b", false).SaysDead, "an answer takes it back")
 	r = roundAnswered(p)
-	p.saidDead("b", r)
+	saidDeadNow(p, "b", r)
 	assert.Equal(t, "b", verdict(p), "b answered before and says it lost this silo")
 	assert.True(t, signalled(p))
-	p.saidDead("b", r)
+	saidDeadNow(p, "b", r)
 	r = roundAnswered(p)
-	p.saidDead("b", r)
+	saidDeadNow(p, "b", r)
 	assert.Empty(t, verdict(p), "one verdict until b answers again")
-	p.saidDead("b", r+1)
+	saidDeadNow(p, "b", r+1)
 	assert.Empty(t, verdict(p), "a round never sent counts for nothing")
 	p.answered("b", r-1, false)
 	assert.True(t, p.reachability("b", false).SaysDead, "a late answer to an older round does not take it back")
@@ -98,22 +105,48 @@ func TestAMemberThatAnsweredAndNowSaysItLostThisSiloIsAVerdict(t *testing.T) {
 		r = roundAnswered(p, "b")
 	}
 	require.False(t, reachableOf(p, "c"))
-	p.saidDead("c", r)
+	saidDeadNow(p, "c", r)
 	assert.Empty(t, verdict(p), "silent before: a cut")
 	assert.True(t, p.reachability("c", false).SaysDead)
 	assert.False(t, reachableOf(p, "c"), "saying it lost this silo is not an answer")
+}
+
+// A verdict's age is at most how long ago the member lost this silo: the
+// age it gave, plus the time since the probe it answered went out, however
+// late its answer is read.
+func TestADeathVerdictsAgeCountsFromTheProbeItAnswers(t *testing.T) {
+	p := newProbes()
+	roundAnswered(p, "b", "c")
+	r := p.round([]string{"b", "c"}, sentAt)
+	p.saidDead("b", r, 100*time.Millisecond, sentAt.Add(30*time.Millisecond))
+	select {
+	case v := <-p.verdicts:
+		assert.Equal(t, DeathVerdict{By: "b", Age: 130 * time.Millisecond}, v)
+	default:
+		t.Fatal("no verdict")
+	}
+
+}
+
+// Rounds start at a random number: a host that cannot see the probes
+// cannot guess a round to answer.
+func TestProbeRoundsStartAtARandomNumber(t *testing.T) {
+	a, b := newProbes(), newProbes()
+	ra, rb := a.round(nil, sentAt), b.round(nil, sentAt)
+	assert.NotEqual(t, ra, rb, "two silos' first rounds")
+	assert.Less(t, ra, uint64(1)<<63, "far from wrapping")
 }
 
 func TestProbesDoNotTakeTheSilosOwnBacklogForACut(t *testing.T) {
 	p := newProbes()
 	roundAnswered(p, "b", "c")
 	for range selfLagLimit {
-		p.round([]string{"b", "c"}) // nothing comes back, not even this silo's own probe
+		p.round([]string{"b", "c"}, sentAt) // nothing comes back, not even this silo's own probe
 		assert.True(t, reachableOf(p, "b"))
 		assert.True(t, reachableOf(p, "c"))
 	}
 	for range ProbeMisses {
-		p.round([]string{"b", "c"})
+		p.round([]string{"b", "c"}, sentAt)
 	}
 	assert.False(t, reachableOf(p, "b"), "a path to itself that never answers does not hide a cut for ever")
 	assert.False(t, reachableOf(p, "c"))
@@ -147,7 +180,7 @@ func TestProbeMessageDecoderRejectsWhatItCannotTrust(t *testing.T) {
 func FuzzDecodeProbe(f *testing.F) {
 	f.Add(encodeProbe(probeMessage{Kind: msgProbe, ID: "silo-a", Round: 7}))
 	f.Add(encodeProbe(probeMessage{Kind: msgProbeAck, ID: "silo-b", Round: 0}))
-	f.Add(encodeProbe(probeMessage{Kind: msgProbeDead, ID: "silo-c", Round: 9}))
+	f.Add(encodeProbe(probeMessage{Kind: msgProbeDead, ID: "silo-c", Round: 9, Age: 3 * time.Second}))
 	f.Add([]byte{msgProbe})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeProbe(b)

@@ -81,7 +81,8 @@ func (s *Silo) newMembership() *membership.Wiring {
 	return membership.New(membership.Options{
 		Self: s.opts.Name,
 		Fence: membership.FenceOptions{Disabled: fo.Disabled, MinSilos: fo.MinSilos, Stability: fo.Stability, Every: every,
-			Death: membership.DeathFenceOptions{Disabled: fo.Death.Disabled, Stall: fo.Death.Stall, Hold: fo.Death.Hold}},
+			Death: membership.DeathFenceOptions{Disabled: fo.Death.Disabled, Stall: fo.Death.Stall, Hold: fo.Death.Hold,
+				Grace: s.opts.Cluster.DeathGrace}},
 		Links:        s.links,
 		Host:         s.host.Load,
 		Go:           s.goBackground,

@@ -17,18 +17,26 @@ import (
 	"github.com/granary-go/granary/testcluster"
 )
 
-// A silo that hears it was declared dead while it ran refuses every grain
-// call, whoever makes it, and deactivates its grains, flushing them; the
-// others serve them meanwhile. The minority fence is off: the death fence
-// is a switch of its own. Once its cluster has taken it back, it serves
-// again, and every grain kept its state and has one activation.
+// A silo that hears it was declared dead while it ran serves on while the
+// death's grace runs, since the declarer places its grains nowhere else
+// meanwhile. Once the grace is past, it refuses every grain call, whoever
+// makes it, and deactivates its grains, flushing them; the others serve
+// them meanwhile. The minority fence is off: the death fence is a switch
+// of its own. Once its cluster has taken it back, it serves again, and
+// every grain kept its state and has one activation.
 func TestASiloDeclaredDeadServesNothingUntilItsClusterTakesItBack(t *testing.T) {
 	cut := newCutReachability()
+	// A grace that no test outlasts: no silo leaves a view here, and a
+	// verdict within it is sure to wait.
+	const grace = time.Hour
 	c := testcluster.New(t, testcluster.Options{
 		Silos:       3,
 		Register:    func(s *silo.Silo) error { return testgrain.RegisterCounterGrain(s, testgrain.New(nil)) },
 		SiloOptions: []silo.Option{silo.WithReachability(cut.wrap)},
-		Configure:   func(_ int, o *silo.Options) { o.Cluster.Fence.Disabled = true },
+		Configure: func(_ int, o *silo.Options) {
+			o.Cluster.Fence.Disabled = true
+			o.Cluster.DeathGrace = grace
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -46,9 +54,19 @@ func TestASiloDeclaredDeadServesNothingUntilItsClusterTakesItBack(t *testing.T) 
 		require.True(t, c.Silo(2).Host().IsActive(id))
 	}
 
-	cut.declare(testcluster.Name(2), testcluster.Name(0))
+	cut.declare(testcluster.Name(2), testcluster.Name(0), time.Second)
+	require.Eventually(t, func() bool { return c.Silo(2).Stats().Fence.Verdicts == 1 }, 10*time.Second, time.Millisecond,
+		"the verdict was never heard")
+	for _, id := range onDeclared {
+		_, err := testgrain.NewCounterRef(declared, id.Key).Get(ctx, &testgrain.GetRequest{})
+		require.NoError(t, err, "%s while the grace runs", id)
+		require.True(t, c.Silo(2).Host().IsActive(id), "%s stays where it is while the grace runs", id)
+	}
+	require.False(t, c.Silo(2).Stats().Fence.Fenced)
+
+	cut.declare(testcluster.Name(2), testcluster.Name(0), grace)
 	require.Eventually(t, func() bool { return c.Silo(2).Stats().Fence.Fenced }, 10*time.Second, time.Millisecond,
-		"the verdict raised no fence")
+		"a verdict past the grace raised no fence")
 	require.ErrorIs(t, c.Silo(2).Ready(), silo.ErrDeclaredDead)
 	for _, id := range onDeclared {
 		require.Eventually(t, func() bool { return !c.Silo(2).Host().IsActive(id) }, 10*time.Second, time.Millisecond,

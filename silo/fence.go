@@ -51,16 +51,20 @@ type FenceOptions struct {
 
 // DeathFenceOptions configure a silo's death fence (docs/cluster.md): a
 // silo that another declared dead while it ran (that silo's view lost it,
-// and says so when this one probes it), or that finds it did not run for
-// Stall (a paused process, a starved scheduler; a machine that slept is
-// not seen, the monotonic clock stops with it, and the verdict comes),
-// may have had its grains placed anew elsewhere once the death's grace
-// ended. It refuses every grain call with proxy.ErrUnavailable and
+// and says so, and since when, when this one probes it), or that finds it
+// did not run for Stall (a paused process, a starved scheduler; a machine
+// that slept is not seen, the monotonic clock stops with it, and the
+// verdict comes), may have had its grains placed anew elsewhere once the
+// death's grace (Cluster.DeathGrace) ended. A verdict whose silo takes
+// this one back within the grace, as after a death refuted in time, costs
+// nothing; otherwise the fence goes up a quarter of the grace before the
+// grace ends. It refuses every grain call with proxy.ErrUnavailable and
 // ErrDeclaredDead, runs no turn of grain code and deactivates its grains,
-// until Hold has passed since the last verdict, no member still says it
-// lost the silo, and its directory has settled on its view. A silo the
-// others declare dead while it runs serves nothing beside the activations
-// placed in its stead.
+// until Hold has passed since it went up, no member still says it lost
+// the silo, and its directory has settled on its view. A silo the others
+// declare dead while it runs serves nothing beside the activations placed
+// in its stead. The silos of a cluster are meant to share DeathGrace: a
+// silo judges the others' grace by its own.
 type DeathFenceOptions struct {
 	// Disabled turns the death fence off: a silo declared dead serves
 	// what reaches it until it hears the verdict in memberlist's gossip
@@ -107,6 +111,10 @@ type FenceStats struct {
 	Fencings int64
 	// Deaths counts the times the death fence went up since Start.
 	Deaths int64
+	// Verdicts counts the death verdicts heard since Start: other silos
+	// saying that their views lost this one. Those whose silo took this
+	// one back within the death's grace raised no fence.
+	Verdicts int64
 	// Refused counts the grain calls refused because of the fences.
 	Refused int64
 	// Stable is the last stable membership, sorted: the silos whose

@@ -30,23 +30,23 @@ type cutReachability struct {
 	mu       sync.Mutex
 	cut      map[string]bool // the silos on the far side of the cut
 	changed  map[string]chan struct{}
-	verdicts map[string]chan string // what declare hands each silo, in place of its membership's
-	saysDead map[string]string      // silo -> the member that says it lost it, until taken back
+	verdicts map[string]chan cluster.DeathVerdict // what declare hands each silo, in place of its membership's
+	saysDead map[string]string                    // silo -> the member that says it lost it, until taken back
 }
 
 func newCutReachability() *cutReachability {
-	return &cutReachability{cut: map[string]bool{}, changed: map[string]chan struct{}{}, verdicts: map[string]chan string{},
+	return &cutReachability{cut: map[string]bool{}, changed: map[string]chan struct{}{}, verdicts: map[string]chan cluster.DeathVerdict{},
 		saysDead: map[string]string{}}
 }
 
-// declare tells silo self that declarer declared it dead, as its
+// declare tells silo self that declarer declared it dead age ago, as its
 // membership's probes would, and has declarer say so until takeBack.
-func (c *cutReachability) declare(self, declarer string) {
+func (c *cutReachability) declare(self, declarer string, age time.Duration) {
 	c.mu.Lock()
 	ch := c.verdicts[self]
 	c.saysDead[self] = declarer
 	c.mu.Unlock()
-	ch <- declarer
+	ch <- cluster.DeathVerdict{By: declarer, Age: age}
 }
 
 // takeBack has the declarer of silo self answer its probes again.
@@ -78,7 +78,7 @@ func (c *cutReachability) wrap(self string, m silo.ReachabilitySource) silo.Reac
 	ch := make(chan struct{}, 1)
 	c.changed[self] = ch
 	// The test's verdicts replace the membership's.
-	verdicts := make(chan string, 1)
+	verdicts := make(chan cluster.DeathVerdict, 1)
 	c.verdicts[self] = verdicts
 	return &cutView{c: c, self: self, m: m, changed: ch, verdicts: verdicts}
 }
@@ -88,10 +88,10 @@ type cutView struct {
 	self     string
 	m        silo.ReachabilitySource
 	changed  chan struct{}
-	verdicts chan string
+	verdicts chan cluster.DeathVerdict
 }
 
-func (v *cutView) DeathVerdicts() <-chan string { return v.verdicts }
+func (v *cutView) DeathVerdicts() <-chan cluster.DeathVerdict { return v.verdicts }
 
 func (v *cutView) Reachability() []cluster.Reachability {
 	out := v.m.Reachability()

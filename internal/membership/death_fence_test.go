@@ -21,11 +21,11 @@ type fakeReachability struct {
 	mu       sync.Mutex
 	members  []cluster.Reachability
 	changed  chan struct{}
-	verdicts chan string
+	verdicts chan cluster.DeathVerdict
 }
 
 func newFakeReachability(members ...cluster.Reachability) *fakeReachability {
-	return &fakeReachability{members: members, changed: make(chan struct{}, 1), verdicts: make(chan string, 1)}
+	return &fakeReachability{members: members, changed: make(chan struct{}, 1), verdicts: make(chan cluster.DeathVerdict, 1)}
 }
 
 func (f *fakeReachability) Reachability() []cluster.Reachability {
@@ -44,12 +44,13 @@ func (f *fakeReachability) set(members ...cluster.Reachability) {
 	}
 }
 
-func (f *fakeReachability) ReachabilityChanged() <-chan struct{} { return f.changed }
-func (f *fakeReachability) DeathVerdicts() <-chan string         { return f.verdicts }
+func (f *fakeReachability) ReachabilityChanged() <-chan struct{}       { return f.changed }
+func (f *fakeReachability) DeathVerdicts() <-chan cluster.DeathVerdict { return f.verdicts }
 
 const (
 	testStall = time.Second
 	testHold  = 500 * time.Millisecond
+	testGrace = time.Second
 )
 
 // deathWiring is the wiring of silo "a", in a view where it is active,
@@ -60,7 +61,7 @@ func deathWiring(t *testing.T, clk *clock.Fake, src Reachability) *Wiring {
 	require.NoError(t, err)
 	_, sub := members.Subscribe()
 	w := New(Options{Self: "a", Clock: clk, Log: slog.New(slog.DiscardHandler), Host: func() *host.Host { return nil },
-		Fence: FenceOptions{Disabled: true, Every: time.Millisecond, Death: DeathFenceOptions{Stall: testStall, Hold: testHold}}})
+		Fence: FenceOptions{Disabled: true, Every: time.Millisecond, Death: DeathFenceOptions{Stall: testStall, Hold: testHold, Grace: testGrace}}})
 	base := clk.Now()
 	w.fence.elapsed = func() time.Duration { return clk.Now().Sub(base) }
 	w.view = cluster.View{Version: 1, Members: []cluster.Member{{ID: "a", Status: cluster.StatusActive}, {ID: "b", Status: cluster.StatusActive}}}
@@ -115,21 +116,27 @@ func TestAStallLongerThanTheLimitRaisesTheDeathFence(t *testing.T) {
 	assert.EqualValues(t, 1, w.FenceStats().Deaths)
 }
 
-// A death verdict raises the fence; it stays up while a member says it
-// lost the silo, and while the silo's own view does not show it active,
-// and lifts once neither holds and Hold has passed.
+// saysDead has b say that it lost silo a, or take it back.
+func saysDead(src *fakeReachability, dead bool) {
+	src.set(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true, SaysDead: dead})
+}
+
+// A death verdict past the grace raises the fence at once; it stays up
+// while a member says it lost the silo, and while the silo's own view
+// does not show it active, and lifts once neither holds and Hold has
+// passed.
 func TestADeathVerdictRaisesTheFenceUntilTheClusterTakesTheSiloBack(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
 	w := deathWiring(t, clk, src)
 	require.NoError(t, w.Admit())
 
-	src.set(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true, SaysDead: true})
-	src.verdicts <- "b"
+	saysDead(src, true)
+	src.verdicts <- cluster.DeathVerdict{By: "b", Age: testGrace - verdictMargin(testGrace)}
 	require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond, "the verdict raised no fence")
 	err := w.Admit()
 	require.ErrorIs(t, err, ErrDeclaredDead)
-	assert.ErrorContains(t, err, "declared dead by b while it ran")
+	assert.ErrorContains(t, err, "declared dead by b while it ran, 750ms ago, past the grace of 1s")
 
 	clk.Advance(testHold)
 	beaten(t, w, clk)
@@ -150,6 +157,63 @@ func TestADeathVerdictRaisesTheFenceUntilTheClusterTakesTheSiloBack(t *testing.T
 	require.Eventually(t, func() bool { return w.Admit() == nil }, time.Second, time.Millisecond, "the fence never lifted")
 	assert.EqualValues(t, 1, w.FenceStats().Deaths)
 	assert.False(t, w.FenceStats().Fenced)
+}
+
+// A verdict younger than the grace waits, since its declarer places the
+// silo's grains nowhere else meanwhile: a declarer that takes the silo
+// back in time (a death refuted, as after a healed cut's gossip) costs
+// nothing. One not taken back raises the fence a margin before the grace
+// ends, counted from the verdict's age.
+func TestAYoungDeathVerdictRaisesTheFenceOnlyIfNotTakenBackWithinTheGrace(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
+	w := deathWiring(t, clk, src)
+	const age = 100 * time.Millisecond
+	due := testGrace - verdictMargin(testGrace) - age // from the verdict
+
+	heard := func() {
+		t.Helper()
+		n := w.FenceStats().Verdicts
+		saysDead(src, true)
+		src.verdicts <- cluster.DeathVerdict{By: "b", Age: age}
+		require.Eventually(t, func() bool { return w.FenceStats().Verdicts == n+1 }, time.Second, time.Millisecond, "the verdict was never heard")
+	}
+	heard()
+	clk.Advance(due - time.Millisecond)
+	beaten(t, w, clk)
+	require.NoError(t, w.Admit(), "within the grace")
+	saysDead(src, false)
+	clk.Advance(time.Second)
+	beaten(t, w, clk)
+	require.NoError(t, w.Admit(), "taken back within the grace")
+	assert.Zero(t, w.FenceStats().Deaths)
+
+	heard()
+	clk.Advance(due - time.Millisecond)
+	beaten(t, w, clk)
+	require.NoError(t, w.Admit(), "within the grace")
+	clk.Advance(time.Millisecond)
+	require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond, "due, and not taken back")
+	assert.ErrorContains(t, w.Admit(), "declared dead by b while it ran, and not taken back within the death's grace")
+	assert.EqualValues(t, 1, w.FenceStats().Deaths)
+	assert.EqualValues(t, 2, w.FenceStats().Verdicts)
+}
+
+// A declarer that leaves the silo's view before its verdict is due has
+// not taken the silo back: the fence goes up when the verdict is due.
+func TestAYoungDeathVerdictWhoseDeclarerLeftRaisesTheFence(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
+	w := deathWiring(t, clk, src)
+	saysDead(src, true)
+	src.verdicts <- cluster.DeathVerdict{By: "b"}
+	require.Eventually(t, func() bool { return w.FenceStats().Verdicts == 1 }, time.Second, time.Millisecond, "the verdict was never heard")
+	src.set(cluster.Reachability{ID: "a", Reachable: true})
+	clk.Advance(time.Millisecond)
+	beaten(t, w, clk)
+	require.NoError(t, w.Admit(), "within the grace")
+	clk.Advance(testGrace - verdictMargin(testGrace))
+	require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond, "due, and b gone")
 }
 
 // The minority fence and the death fence are separate: lifting one

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -45,12 +46,13 @@ type FenceOptions struct {
 }
 
 // DeathFenceOptions configure the death fence: a silo that another
-// declared dead while it ran (a death verdict of its probes), or that
-// finds it did not run for Stall (long enough for the others to declare
-// it dead and end its grace), may have had its grains placed anew
-// elsewhere. It refuses grain calls and deactivates its grains, and serves
-// again once Hold has passed since the last verdict, no member still
-// says it lost the silo, and its directory has settled.
+// declared dead while it ran (a death verdict of its probes) and did not
+// take back within the death's grace, or that finds it did not run for
+// Stall (long enough for the others to declare it dead and end its
+// grace), may have had its grains placed anew elsewhere. It refuses grain
+// calls and deactivates its grains, and serves again once Hold has passed
+// since it went up, no member still says it lost the silo, and its
+// directory has settled.
 type DeathFenceOptions struct {
 	// Disabled turns the death fence off.
 	Disabled bool
@@ -59,6 +61,11 @@ type DeathFenceOptions struct {
 	Stall time.Duration
 	// Hold is the shortest the fence stays up.
 	Hold time.Duration
+	// Grace is the cluster's DeathGrace: how long a silo that lost this
+	// one keeps its grains from being placed elsewhere. A verdict raises
+	// the fence once its age nears Grace, unless its declarer has taken
+	// the silo back by then; zero or less: at once.
+	Grace time.Duration
 }
 
 // Reachability is what the fences watch: the membership, or what a test
@@ -66,7 +73,7 @@ type DeathFenceOptions struct {
 type Reachability interface {
 	Reachability() []cluster.Reachability
 	ReachabilityChanged() <-chan struct{}
-	DeathVerdicts() <-chan string
+	DeathVerdicts() <-chan cluster.DeathVerdict
 }
 
 // fenceState is what the silo's calls read of the fences: the refusal,
@@ -79,9 +86,9 @@ type fenceState struct {
 	refusal atomic.Pointer[error]
 	refused atomic.Int64 // calls refused
 	// fencings counts the times the minority fence went up, deaths the
-	// times the death fence did.
-	fencings, deaths atomic.Int64
-	stable           atomic.Pointer[[]string] // the last stable membership
+	// times the death fence did, verdicts the death verdicts heard.
+	fencings, deaths, verdicts atomic.Int64
+	stable                     atomic.Pointer[[]string] // the last stable membership
 	// ran is when the watch last ran, on the elapsed clock: the death
 	// fence's watch of stalls.
 	ran atomic.Int64
@@ -179,6 +186,70 @@ func (w *Wiring) raiseDeath(now time.Duration, reason string) {
 	}
 }
 
+// verdictMargin is how long before a death verdict's grace ends the
+// fence goes up: the verdict's age already bounds its own delays, and
+// this covers the watch's waking and the turns already running.
+func verdictMargin(grace time.Duration) time.Duration { return grace / 4 }
+
+// pendingVerdicts are the death verdicts heard whose grace has not ended
+// yet: each raises the fence at its due time (on the elapsed clock),
+// unless its declarer takes the silo back first. Only the watch uses
+// them.
+type pendingVerdicts map[string]time.Duration
+
+// heard takes verdict v in at now: it raises the fence at once if the
+// grace has ended or is about to, or else waits for it.
+func (w *Wiring) heard(p pendingVerdicts, v cluster.DeathVerdict, now time.Duration) {
+	w.fence.verdicts.Add(1)
+	grace := w.opts.Fence.Death.Grace
+	left := grace - verdictMargin(grace)
+	if grace <= 0 || v.Age >= left {
+		w.raiseDeath(now, fmt.Sprintf("was declared dead by %s while it ran, %v ago, past the grace of %v", v.By, ageString(v.Age), grace))
+		return
+	}
+	due := now + left - v.Age
+	if old, ok := p[v.By]; !ok || due < old {
+		p[v.By] = due
+	}
+	w.opts.Log.Info("death fence: declared dead by another silo while it ran; this silo fences unless taken back within the death's grace",
+		slog.String("declarer", v.By), slog.Duration("age", v.Age), slog.Duration("fences_in", left-v.Age))
+}
+
+// settle raises the fence for each pending verdict that is due, and
+// forgets those whose declarer took the silo back; it returns when the
+// next is due, or zero for none.
+func (w *Wiring) settle(p pendingVerdicts, now time.Duration, src Reachability) (next time.Duration) {
+	if len(p) == 0 {
+		return 0
+	}
+	// A declarer that is gone from the view has not taken the silo back.
+	says := map[string]bool{}
+	for _, r := range src.Reachability() {
+		says[r.ID] = r.SaysDead
+	}
+	for by, due := range p {
+		switch dead, listed := says[by]; {
+		case listed && !dead:
+			delete(p, by)
+			w.opts.Log.Info("death fence: taken back within the death's grace; no fence", slog.String("declarer", by))
+		case now >= due:
+			delete(p, by)
+			w.raiseDeath(now, "was declared dead by "+by+" while it ran, and not taken back within the death's grace")
+		case next == 0 || due < next:
+			next = due
+		}
+	}
+	return next
+}
+
+// ageString prints a verdict's age, which may be unknown.
+func ageString(age time.Duration) string {
+	if age == time.Duration(math.MaxInt64) {
+		return "long"
+	}
+	return age.Round(time.Millisecond).String()
+}
+
 // liftDeath lifts the death fence once Hold has passed since it was last
 // raised, no member says it lost the silo, and the directory has settled
 // on the view; it reports whether the fence is down.
@@ -232,6 +303,7 @@ type FenceStats struct {
 	Fenced   bool     // a fence is up
 	Fencings int64    // the times the minority fence went up
 	Deaths   int64    // the times the death fence went up
+	Verdicts int64    // the death verdicts heard
 	Refused  int64    // the grain calls refused because of the fences
 	Stable   []string // the last stable membership, sorted
 }
@@ -239,7 +311,7 @@ type FenceStats struct {
 // FenceStats returns the fence's counters.
 func (w *Wiring) FenceStats() FenceStats {
 	f := &w.fence
-	st := FenceStats{Fenced: f.refusal.Load() != nil, Fencings: f.fencings.Load(), Deaths: f.deaths.Load(), Refused: f.refused.Load()}
+	st := FenceStats{Fenced: f.refusal.Load() != nil, Fencings: f.fencings.Load(), Deaths: f.deaths.Load(), Verdicts: f.verdicts.Load(), Refused: f.refused.Load()}
 	if p := f.stable.Load(); p != nil {
 		st.Stable = *p
 	}
@@ -278,10 +350,16 @@ func (w *Wiring) watchFence(ctx context.Context, src Reachability, sub *cluster.
 		w.fence.watching.Store(true)
 		defer w.fence.watching.Store(false) // a stopping silo's calls are no stall
 	}
-	var verdicts <-chan string
+	var verdicts <-chan cluster.DeathVerdict
 	if death {
 		verdicts = src.DeathVerdicts()
 	}
+	pending := pendingVerdicts{}
+	// due wakes the watch when a pending verdict falls due, sooner than a
+	// tick might.
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
 	every := opts.Every
 	if death && opts.Death.Stall > 0 {
 		// Beats well within Stall, or the gap between two would be one.
@@ -321,6 +399,9 @@ func (w *Wiring) watchFence(ctx context.Context, src Reachability, sub *cluster.
 			if w.fence.watching.Load() {
 				w.beat(run)
 			}
+			if next := w.settle(pending, run, src); next > 0 {
+				due.Reset(next - run)
+			}
 			if !w.liftDeath(run, src) {
 				w.deactivateAll() // what a call that raced the fence may have activated
 			}
@@ -337,8 +418,9 @@ func (w *Wiring) watchFence(ctx context.Context, src Reachability, sub *cluster.
 			return
 		case <-tick.C:
 		case <-w.fence.raised:
-		case declarer := <-verdicts:
-			w.raiseDeath(w.fence.elapsed(), "was declared dead by "+declarer+" while it ran")
+		case <-due.C:
+		case v := <-verdicts:
+			w.heard(pending, v, w.fence.elapsed())
 		case <-src.ReachabilityChanged():
 		case _, ok := <-sub.Ready():
 			if !ok {
