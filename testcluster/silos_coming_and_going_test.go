@@ -303,12 +303,12 @@ func TestSilosComingAndGoingKeepOneActivationAndEveryWrittenChange(t *testing.T)
 	n, longest, over := stalls.summary(400 * time.Millisecond)
 	t.Logf("the process stalled %d times for over %v, the longest %v, %d of them over 400 ms (the fast timings' suspicion time and death's grace together)",
 		n, stallFloor, longest.Round(time.Millisecond), over)
-	deaths, refused := int64(0), int64(0)
+	verdicts, deaths, refused := int64(0), int64(0), int64(0)
 	for _, i := range c.Live() {
 		st := c.Silo(i).Stats().Fence
-		deaths, refused = deaths+st.Deaths, refused+st.Refused
+		verdicts, deaths, refused = verdicts+st.Verdicts, deaths+st.Deaths, refused+st.Refused
 	}
-	t.Logf("the surviving silos' death fences went up %d times and refused %d calls", deaths, refused)
+	t.Logf("the surviving silos heard %d death verdicts; their death fences went up %d times and refused %d calls", verdicts, deaths, refused)
 	assert.Zero(t, hung, "no call hung past its timeout")
 	assert.Positive(t, total)
 }
