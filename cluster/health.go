@@ -45,6 +45,11 @@ type Reachability struct {
 	// view lost this silo (DeathVerdicts): the probe reached it, but it
 	// does not count as answered.
 	SaysDead bool
+	// Acked is the latest of this silo's probe rounds the member answered
+	// since it joined the view, zero if none. A member that gave a death
+	// verdict has taken this silo back once it answers a round later than
+	// the verdict's: its view shows the silo again.
+	Acked uint64
 }
 
 // Reachability reports, for every member of the view, this silo included,
@@ -87,12 +92,16 @@ const verdictBuffer = 64
 type DeathVerdict struct {
 	// By is the member's silo id.
 	By string
-	// Age is at most how long ago the member's view lost this silo, as of
-	// the verdict's delivery: the age the member gave, plus the time since
-	// this silo sent the probe it answered. What the member does with a
-	// failed silo's work once a grace has passed, such as placing its
-	// grains anew, it may be doing since Age minus the grace.
+	// Round is the probe round the member answered.
+	Round uint64
+	// Age is at most how long ago, as of At, the member's view lost this
+	// silo: the age the member gave, plus the time since this silo sent
+	// the probe it answered. What the member does with a failed silo's
+	// work once a grace has passed, such as placing its grains anew, it
+	// may be doing since Age minus the grace.
 	Age time.Duration
+	// At is when the answer was read, on the membership's clock.
+	At time.Time
 }
 
 // DeathVerdicts returns a channel that receives a verdict for each member
@@ -103,7 +112,8 @@ type DeathVerdict struct {
 // tells the near side). A member that said nothing for ProbeMisses rounds
 // first (a cut, which each side sees) gives no verdict, and nor does one
 // that says it again before answering a probe. A verdict that finds the
-// channel full is dropped; the channel is never closed.
+// channel full waits for the member's next such answer; the channel is
+// never closed.
 func (m *Membership) DeathVerdicts() <-chan DeathVerdict { return m.probes.verdicts }
 
 // probes is the bookkeeping of the probe rounds, safe for concurrent use.
@@ -150,7 +160,8 @@ type probed struct {
 	reachable      bool
 	saysDead       bool   // its latest answer said its view lost this silo
 	deadRound      uint64 // the round it said so in
-	acked          bool   // it answered one of this silo's probes
+	owed           bool   // its verdict found the channel full: the next such answer gives it
+	lastAck        uint64 // the latest round it answered, zero if none
 }
 
 func newProbes() *probes {
@@ -161,6 +172,7 @@ func newProbes() *probes {
 	// to one: without a gossip secret, that is all that tells the answers
 	// apart. Far below the top, they never wrap.
 	p.mu.round = rand.Uint64N(1 << 62)
+	p.mu.selfAnswered = p.mu.round // as a silo at round zero starts: no lag yet
 	return p
 }
 
@@ -221,12 +233,12 @@ func (p *probes) answered(id string, r uint64, self bool) {
 	if !ok || r > st.sent || r <= st.answered {
 		return // a member no longer probed, a round never sent, or news already had
 	}
-	st.answered, st.acked = r, true
+	st.answered, st.lastAck = r, r
 	if st.saysDead && r <= st.deadRound {
 		return // an older round's answer, late: the member has lost this silo since
 	}
 	if !st.reachable || st.saysDead {
-		st.reachable, st.saysDead = true, false
+		st.reachable, st.saysDead, st.owed = true, false, false
 		p.notify()
 	}
 }
@@ -240,21 +252,23 @@ func (p *probes) saidDead(id string, r uint64, age time.Duration, now time.Time)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st, ok := p.mu.members[id]
-	if !ok || r > st.sent || r <= st.answered || st.saysDead {
+	if !ok || r > st.sent || r <= st.answered || (st.saysDead && !st.owed) {
 		return // a member no longer probed, a round never sent or answered since, or a verdict had
 	}
-	st.saysDead, st.deadRound = true, r
-	p.notify()
-	if !st.reachable || !st.acked {
-		// Silent before, a cut, which each side sees and the fences and
-		// the directory's merge resolve; or never heard, a member that
-		// has not caught up with this silo's join.
-		return
+	if !st.saysDead {
+		st.saysDead, st.deadRound = true, r
+		p.notify()
+		if !st.reachable || st.lastAck == 0 {
+			// Silent before, a cut, which each side sees and the fences
+			// and the directory's merge resolve; or never heard, a member
+			// that has not caught up with this silo's join.
+			return
+		}
 	}
 	// The member lost this silo age before it answered, and it answered
 	// after the probe was sent: the probe's age bounds the answer's
 	// delay, however long the packet took or waited to be read.
-	v := DeathVerdict{By: id, Age: unknownAge}
+	v := DeathVerdict{By: id, Round: r, Age: unknownAge, At: now}
 	if p.mu.round-r < sentMemory {
 		if since := now.Sub(p.mu.sentAt[r%sentMemory]); since >= 0 && age <= unknownAge-since {
 			v.Age = age + since
@@ -262,7 +276,9 @@ func (p *probes) saidDead(id string, r uint64, age time.Duration, now time.Time)
 	}
 	select {
 	case p.verdicts <- v:
+		st.owed = false
 	default:
+		st.owed = true // kept for the member's next such answer, as a lost packet would be
 	}
 }
 
@@ -277,7 +293,7 @@ func (p *probes) reachability(id string, self bool) Reachability {
 		// In the view but not probed yet: memberlist just heard from it.
 		return Reachability{ID: id, Reachable: true}
 	}
-	return Reachability{ID: id, Reachable: st.reachable, Unanswered: int(st.unanswered), SaysDead: st.saysDead}
+	return Reachability{ID: id, Reachable: st.reachable, Unanswered: int(st.unanswered), SaysDead: st.saysDead, Acked: st.lastAck}
 }
 
 func (p *probes) notify() {

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -118,14 +120,61 @@ func TestADeathVerdictsAgeCountsFromTheProbeItAnswers(t *testing.T) {
 	p := newProbes()
 	roundAnswered(p, "b", "c")
 	r := p.round([]string{"b", "c"}, sentAt)
-	p.saidDead("b", r, 100*time.Millisecond, sentAt.Add(30*time.Millisecond))
+	read := sentAt.Add(30 * time.Millisecond)
+	p.saidDead("b", r, 100*time.Millisecond, read)
+	assert.Equal(t, DeathVerdict{By: "b", Round: r, Age: 130 * time.Millisecond, At: read}, takeVerdict(t, p))
+
+	// A clock that went back, or an age that overflows with the wait, is
+	// an age unknown: older than any grace.
+	p.saidDead("c", r, 0, sentAt.Add(-time.Millisecond))
+	assert.Equal(t, unknownAge, takeVerdict(t, p).Age)
+	roundAnswered(p, "b", "c")
+	r = p.round([]string{"b", "c"}, sentAt)
+	p.saidDead("b", r, unknownAge, read)
+	assert.Equal(t, unknownAge, takeVerdict(t, p).Age)
+}
+
+func takeVerdict(t *testing.T, p *probes) DeathVerdict {
+	t.Helper()
 	select {
 	case v := <-p.verdicts:
-		assert.Equal(t, DeathVerdict{By: "b", Age: 130 * time.Millisecond}, v)
+		return v
 	default:
 		t.Fatal("no verdict")
+		return DeathVerdict{}
 	}
+}
 
+// A verdict that finds the channel full is not lost: the member's next
+// dead answer gives it.
+func TestADeathVerdictThatFindsTheChannelFullComesWithTheNextAnswer(t *testing.T) {
+	p := newProbes()
+	roundAnswered(p, "b", "c")
+	for range verdictBuffer {
+		p.verdicts <- DeathVerdict{By: "x"}
+	}
+	r := p.round([]string{"b", "c"}, sentAt)
+	saidDeadNow(p, "b", r)
+	for range verdictBuffer {
+		<-p.verdicts
+	}
+	assert.Empty(t, verdict(p), "dropped")
+	r = p.round([]string{"b", "c"}, sentAt)
+	saidDeadNow(p, "b", r)
+	assert.Equal(t, "b", verdict(p), "given with the next answer")
+	r = p.round([]string{"b", "c"}, sentAt)
+	saidDeadNow(p, "b", r)
+	assert.Empty(t, verdict(p), "once")
+}
+
+// A silo starting has no lag of its own probes yet: members are judged by
+// the rounds its probe of itself came back from, from the first.
+func TestAStartingSiloDoesNotTakeItsOwnBacklogForACut(t *testing.T) {
+	p := newProbes()
+	for range ProbeMisses + 1 {
+		p.round([]string{"b"}, sentAt) // nothing comes back, not even this silo's own probe
+	}
+	assert.True(t, reachableOf(p, "b"))
 }
 
 // Rounds start at a random number: a host that cannot see the probes
@@ -156,6 +205,7 @@ func TestProbeMessagesRoundTrip(t *testing.T) {
 	for _, m := range []probeMessage{
 		{Kind: msgProbe, ID: "silo-a", Round: 1},
 		{Kind: msgProbeAck, ID: "silo-b", Round: 1 << 40},
+		{Kind: msgProbeDead, ID: "silo-c", Round: 1 << 61, Age: 3 * time.Second},
 	} {
 		got, err := decodeProbe(encodeProbe(m))
 		require.NoError(t, err)
@@ -166,11 +216,14 @@ func TestProbeMessagesRoundTrip(t *testing.T) {
 func TestProbeMessageDecoderRejectsWhatItCannotTrust(t *testing.T) {
 	good := encodeProbe(probeMessage{Kind: msgProbe, ID: "silo-a", Round: 3})
 	for name, b := range map[string][]byte{
-		"empty":          nil,
-		"a leave notice": encodeLeave(leaveMessage{Kind: msgLeaving, ID: "silo-a", Generation: 1}),
-		"truncated":      good[:len(good)-1],
-		"trailing bytes": append(append([]byte(nil), good...), 0),
-		"a bad silo id":  encodeProbe(probeMessage{Kind: msgProbe, ID: "silo a", Round: 3}),
+		"empty":                         nil,
+		"a leave notice":                encodeLeave(leaveMessage{Kind: msgLeaving, ID: "silo-a", Generation: 1}),
+		"truncated":                     good[:len(good)-1],
+		"trailing bytes":                append(append([]byte(nil), good...), 0),
+		"a bad silo id":                 encodeProbe(probeMessage{Kind: msgProbe, ID: "silo a", Round: 3}),
+		"a dead answer without its age": append([]byte{msgProbeDead}, encodeProbe(probeMessage{Kind: msgProbeAck, ID: "silo-a", Round: 3})[1:]...),
+		"an age past int64": binary.AppendUvarint(
+			[]byte{msgProbeDead, 3, 6, 's', 'i', 'l', 'o', '-', 'a'}, math.MaxUint64),
 	} {
 		_, err := decodeProbe(b)
 		assert.ErrorIs(t, err, errBadMeta, name)

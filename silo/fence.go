@@ -60,10 +60,10 @@ type FenceOptions struct {
 // nothing; otherwise the fence goes up a quarter of the grace before the
 // grace ends. It refuses every grain call with proxy.ErrUnavailable and
 // ErrDeclaredDead, runs no turn of grain code and deactivates its grains,
-// until Hold has passed since it went up, no member still says it lost
-// the silo, and its directory has settled on its view. A silo the others
-// declare dead while it runs serves nothing beside the activations placed
-// in its stead. The silos of a cluster are meant to share DeathGrace: a
+// until Hold has passed since the last verdict or stall, no member still
+// says it lost the silo, and its directory has settled on its view. A silo
+// the others declare dead while it runs serves nothing beside the
+// activations placed in its stead. The silos of a cluster are meant to share DeathGrace: a
 // silo judges the others' grace by its own.
 type DeathFenceOptions struct {
 	// Disabled turns the death fence off: a silo declared dead serves

@@ -46,10 +46,11 @@ func (c *cutReachability) declare(self, declarer string, age time.Duration) {
 	ch := c.verdicts[self]
 	c.saysDead[self] = declarer
 	c.mu.Unlock()
-	ch <- cluster.DeathVerdict{By: declarer, Age: age}
+	ch <- cluster.DeathVerdict{By: declarer, Round: 1, Age: age}
 }
 
-// takeBack has the declarer of silo self answer its probes again.
+// takeBack has the declarer of silo self answer its probes again: the
+// membership's own answers, of rounds later than the verdict's, show.
 func (c *cutReachability) takeBack(self string) {
 	c.mu.Lock()
 	delete(c.saysDead, self)
@@ -102,7 +103,7 @@ func (v *cutView) Reachability() []cluster.Reachability {
 			out[i].Reachable = false
 		}
 		if v.c.saysDead[v.self] == out[i].ID {
-			out[i].SaysDead = true
+			out[i].SaysDead, out[i].Acked = true, 0
 		}
 	}
 	return out

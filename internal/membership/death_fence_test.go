@@ -57,13 +57,26 @@ const (
 // with the minority fence off and the death fence watching src on clk.
 func deathWiring(t *testing.T, clk *clock.Fake, src Reachability) *Wiring {
 	t.Helper()
+	return startDeathWiring(t, clk, src, FenceOptions{Disabled: true, Every: time.Millisecond,
+		Death: DeathFenceOptions{Stall: testStall, Hold: testHold, Grace: testGrace}})
+}
+
+// startDeathWiring is deathWiring with the fence's options given; clk nil:
+// the fence keeps its real elapsed clock.
+func startDeathWiring(t *testing.T, clk *clock.Fake, src Reachability, fo FenceOptions) *Wiring {
+	t.Helper()
 	members, err := cluster.New(cluster.Options{SiloID: "a", Address: "127.0.0.1:1", BindAddress: "127.0.0.1:0"})
 	require.NoError(t, err)
 	_, sub := members.Subscribe()
-	w := New(Options{Self: "a", Clock: clk, Log: slog.New(slog.DiscardHandler), Host: func() *host.Host { return nil },
-		Fence: FenceOptions{Disabled: true, Every: time.Millisecond, Death: DeathFenceOptions{Stall: testStall, Hold: testHold, Grace: testGrace}}})
-	base := clk.Now()
-	w.fence.elapsed = func() time.Duration { return clk.Now().Sub(base) }
+	var c clock.Clock = clock.Real{}
+	if clk != nil {
+		c = clk
+	}
+	w := New(Options{Self: "a", Clock: c, Log: slog.New(slog.DiscardHandler), Host: func() *host.Host { return nil }, Fence: fo})
+	if clk != nil {
+		base := clk.Now()
+		w.fence.elapsed = func() time.Duration { return clk.Now().Sub(base) }
+	}
 	w.view = cluster.View{Version: 1, Members: []cluster.Member{{ID: "a", Status: cluster.StatusActive}, {ID: "b", Status: cluster.StatusActive}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -75,7 +88,9 @@ func deathWiring(t *testing.T, clk *clock.Fake, src Reachability) *Wiring {
 		cancel()
 		<-done
 	})
-	require.Eventually(t, w.fence.watching.Load, time.Second, time.Millisecond, "the watch started")
+	if fo.Death.Stall > 0 {
+		require.Eventually(t, w.fence.watching.Load, time.Second, time.Millisecond, "the watch started")
+	}
 	return w
 }
 
@@ -116,9 +131,17 @@ func TestAStallLongerThanTheLimitRaisesTheDeathFence(t *testing.T) {
 	assert.EqualValues(t, 1, w.FenceStats().Deaths)
 }
 
-// saysDead has b say that it lost silo a, or take it back.
+// verdictRound is the probe round the tests' verdicts answer.
+const verdictRound = 7
+
+// saysDead has b say that it lost silo a, or take it back: answer a
+// later round than the verdict's.
 func saysDead(src *fakeReachability, dead bool) {
-	src.set(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true, SaysDead: dead})
+	b := cluster.Reachability{ID: "b", Reachable: true, SaysDead: true, Acked: verdictRound - 1}
+	if !dead {
+		b.SaysDead, b.Acked = false, verdictRound+1
+	}
+	src.set(cluster.Reachability{ID: "a", Reachable: true}, b)
 }
 
 // A death verdict past the grace raises the fence at once; it stays up
@@ -132,7 +155,7 @@ func TestADeathVerdictRaisesTheFenceUntilTheClusterTakesTheSiloBack(t *testing.T
 	require.NoError(t, w.Admit())
 
 	saysDead(src, true)
-	src.verdicts <- cluster.DeathVerdict{By: "b", Age: testGrace - verdictMargin(testGrace)}
+	src.verdicts <- cluster.DeathVerdict{By: "b", Round: verdictRound, Age: testGrace - verdictMargin(testGrace)}
 	require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond, "the verdict raised no fence")
 	err := w.Admit()
 	require.ErrorIs(t, err, ErrDeclaredDead)
@@ -175,7 +198,7 @@ func TestAYoungDeathVerdictRaisesTheFenceOnlyIfNotTakenBackWithinTheGrace(t *tes
 		t.Helper()
 		n := w.FenceStats().Verdicts
 		saysDead(src, true)
-		src.verdicts <- cluster.DeathVerdict{By: "b", Age: age}
+		src.verdicts <- cluster.DeathVerdict{By: "b", Round: verdictRound, Age: age}
 		require.Eventually(t, func() bool { return w.FenceStats().Verdicts == n+1 }, time.Second, time.Millisecond, "the verdict was never heard")
 	}
 	heard()
@@ -206,7 +229,7 @@ func TestAYoungDeathVerdictWhoseDeclarerLeftRaisesTheFence(t *testing.T) {
 	src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
 	w := deathWiring(t, clk, src)
 	saysDead(src, true)
-	src.verdicts <- cluster.DeathVerdict{By: "b"}
+	src.verdicts <- cluster.DeathVerdict{By: "b", Round: verdictRound}
 	require.Eventually(t, func() bool { return w.FenceStats().Verdicts == 1 }, time.Second, time.Millisecond, "the verdict was never heard")
 	src.set(cluster.Reachability{ID: "a", Reachable: true})
 	clk.Advance(time.Millisecond)
@@ -214,6 +237,85 @@ func TestAYoungDeathVerdictWhoseDeclarerLeftRaisesTheFence(t *testing.T) {
 	require.NoError(t, w.Admit(), "within the grace")
 	clk.Advance(testGrace - verdictMargin(testGrace))
 	require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond, "due, and b gone")
+}
+
+// Taken back is an answer to a later round than the verdict's, not the
+// lack of a dead answer: a declarer that leaves the silo's view and comes
+// back into it, silent, has not taken it back.
+func TestADeclarerBackInTheViewButSilentHasNotTakenTheSiloBack(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
+	w := deathWiring(t, clk, src)
+	saysDead(src, true)
+	src.verdicts <- cluster.DeathVerdict{By: "b", Round: verdictRound}
+	require.Eventually(t, func() bool { return w.FenceStats().Verdicts == 1 }, time.Second, time.Millisecond, "the verdict was never heard")
+	// Back in the view as a member never probed: not saying dead, never
+	// answered.
+	src.set(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
+	clk.Advance(time.Millisecond)
+	beaten(t, w, clk)
+	clk.Advance(testGrace - verdictMargin(testGrace))
+	require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond, "due, and b never answered")
+}
+
+// A verdict that follows a take-back of the same declarer within the
+// grace is dated from the first: the declarer's directory may not have
+// seen the silo back in between.
+func TestADeclarersSecondVerdictIsDatedFromTheFirst(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
+	w := deathWiring(t, clk, src)
+	due := testGrace - verdictMargin(testGrace)
+	hear := func(n int64) {
+		t.Helper()
+		saysDead(src, true)
+		src.verdicts <- cluster.DeathVerdict{By: "b", Round: verdictRound}
+		require.Eventually(t, func() bool { return w.FenceStats().Verdicts == n }, time.Second, time.Millisecond, "the verdict was never heard")
+	}
+	hear(1)
+	clk.Advance(due / 2)
+	beaten(t, w, clk)
+	saysDead(src, false)
+	clk.Advance(time.Millisecond)
+	beaten(t, w, clk)
+	hear(2) // a fresh verdict, of age zero
+	clk.Advance(due / 2)
+	require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond,
+		"due from the first verdict, half its wait after the second")
+}
+
+// A call that comes once a verdict is due is refused though the watch has
+// not run since: after a pause, the calls that waited may run first.
+func TestACallFindsAVerdictDueBeforeTheWatch(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	w := New(Options{Self: "a", Clock: clk, Log: slog.New(slog.DiscardHandler),
+		Fence: FenceOptions{Disabled: true, Death: DeathFenceOptions{Stall: -1, Hold: testHold, Grace: testGrace}}})
+	base := clk.Now()
+	w.fence.elapsed = func() time.Duration { return clk.Now().Sub(base) }
+	w.fence.due.Store(&verdictDue{at: time.Second, by: "b"})
+	clk.Advance(time.Second - time.Millisecond)
+	require.NoError(t, w.Admit(), "not due yet")
+	clk.Advance(time.Millisecond)
+	err := w.Admit()
+	require.ErrorIs(t, err, ErrDeclaredDead)
+	assert.ErrorContains(t, err, "declared dead by b while it ran, and not taken back within the death's grace")
+}
+
+// The watch wakes when a verdict falls due, whatever its ticker: a silo
+// that serves no calls still deactivates its grains on time.
+func TestTheWatchWakesWhenAVerdictFallsDue(t *testing.T) {
+	src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
+	const grace = 40 * time.Millisecond
+	w := startDeathWiring(t, nil, src, FenceOptions{Disabled: true, Every: time.Hour,
+		Death: DeathFenceOptions{Stall: -1, Hold: testHold, Grace: grace}})
+	saysDead(src, true)
+	select { // nothing else is to wake the watch: no reachability news
+	case <-src.changed:
+	default:
+	}
+	src.verdicts <- cluster.DeathVerdict{By: "b", Round: verdictRound}
+	require.Eventually(t, func() bool { return w.FenceStats().Fenced }, 10*time.Second, time.Millisecond,
+		"the watch never woke for the verdict due")
 }
 
 // The minority fence and the death fence are separate: lifting one

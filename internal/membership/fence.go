@@ -51,8 +51,8 @@ type FenceOptions struct {
 // Stall (long enough for the others to declare it dead and end its
 // grace), may have had its grains placed anew elsewhere. It refuses grain
 // calls and deactivates its grains, and serves again once Hold has passed
-// since it went up, no member still says it lost the silo, and its
-// directory has settled.
+// since the last verdict or stall, no member still says it lost the silo,
+// and its directory has settled.
 type DeathFenceOptions struct {
 	// Disabled turns the death fence off.
 	Disabled bool
@@ -99,6 +99,8 @@ type fenceState struct {
 	elapsed  func() time.Duration
 	watching atomic.Bool   // ran is kept: the watch runs
 	raised   chan struct{} // cap 1: the death fence went up
+	// due is the earliest pending death verdict, nil for none.
+	due atomic.Pointer[verdictDue]
 
 	mu struct {
 		sync.Mutex
@@ -127,17 +129,26 @@ func (w *Wiring) refuseLocked() {
 
 // Admit returns the error a grain turn is refused with, or nil: the
 // activation host asks it before each batch of requests. It is the fences'
-// refusal; and, when the death fence watches stalls, Admit looks for a
-// stall itself, since after a pause the calls that waited may run before
-// the watch does. It only reads what the watch writes.
+// refusal; and, when the death fence watches stalls or waits for a
+// verdict's grace, Admit looks for a stall or a verdict due itself, since
+// after a pause the calls that waited may run before the watch does. It
+// only reads what the watch writes.
 func (w *Wiring) Admit() error {
 	if p := w.fence.refusal.Load(); p != nil {
 		return *p
 	}
-	if !w.fence.watching.Load() {
+	due := w.fence.due.Load()
+	watching := w.fence.watching.Load()
+	if !watching && due == nil {
 		return nil
 	}
-	w.stalled(w.fence.elapsed())
+	now := w.fence.elapsed()
+	if watching {
+		w.stalled(now)
+	}
+	if due != nil && now >= due.at {
+		w.raiseDeath(now, due.reason())
+	}
 	// Again: a watch that raised the fence between the first load and
 	// the read of ran has stored a newer time, which hides the stall.
 	return w.Fenced()
@@ -187,56 +198,104 @@ func (w *Wiring) raiseDeath(now time.Duration, reason string) {
 }
 
 // verdictMargin is how long before a death verdict's grace ends the
-// fence goes up: the verdict's age already bounds its own delays, and
-// this covers the watch's waking and the turns already running.
+// fence goes up: the verdict's age bounds its own delays, and Admit sees
+// a verdict due without the watch, so this covers the turns already
+// running and a pause of less than Stall.
 func verdictMargin(grace time.Duration) time.Duration { return grace / 4 }
 
-// pendingVerdicts are the death verdicts heard whose grace has not ended
-// yet: each raises the fence at its due time (on the elapsed clock),
-// unless its declarer takes the silo back first. Only the watch uses
-// them.
-type pendingVerdicts map[string]time.Duration
+// pendingVerdict is a death verdict heard whose grace has not ended yet.
+type pendingVerdict struct {
+	due   time.Duration // when it raises the fence, on the elapsed clock
+	round uint64        // the probe round the declarer answered
+	// back: the declarer took the silo back since. It is kept until it
+	// would have fallen due, so that a verdict of the same declarer that
+	// follows is dated from this one: the declarer's directory may not
+	// have seen the silo back in between, and its grace runs from the
+	// first loss.
+	back bool
+}
+
+// pendingVerdicts are the death verdicts waiting for their grace, by
+// declarer. Only the watch uses them.
+type pendingVerdicts map[string]*pendingVerdict
+
+// verdictDue is when a pending verdict falls due, on the elapsed clock,
+// and whose it is.
+type verdictDue struct {
+	at time.Duration
+	by string
+}
+
+func (d *verdictDue) reason() string {
+	return "was declared dead by " + d.by + " while it ran, and not taken back within the death's grace"
+}
 
 // heard takes verdict v in at now: it raises the fence at once if the
 // grace has ended or is about to, or else waits for it.
 func (w *Wiring) heard(p pendingVerdicts, v cluster.DeathVerdict, now time.Duration) {
 	w.fence.verdicts.Add(1)
+	age := v.Age
+	if !v.At.IsZero() {
+		// The time the verdict waited for the watch: the membership's
+		// clock is the real one.
+		if wait := time.Since(v.At); wait > 0 && age <= math.MaxInt64-wait {
+			age += wait
+		}
+	}
 	grace := w.opts.Fence.Death.Grace
 	left := grace - verdictMargin(grace)
-	if grace <= 0 || v.Age >= left {
-		w.raiseDeath(now, fmt.Sprintf("was declared dead by %s while it ran, %v ago, past the grace of %v", v.By, ageString(v.Age), grace))
+	if grace <= 0 || age >= left {
+		w.raiseDeath(now, fmt.Sprintf("was declared dead by %s while it ran, %v ago, past the grace of %v", v.By, ageString(age), grace))
 		return
 	}
-	due := now + left - v.Age
-	if old, ok := p[v.By]; !ok || due < old {
-		p[v.By] = due
+	due := now + left - age
+	if old := p[v.By]; old != nil {
+		due = min(due, old.due)
 	}
+	p[v.By] = &pendingVerdict{due: due, round: v.Round}
 	w.opts.Log.Info("death fence: declared dead by another silo while it ran; this silo fences unless taken back within the death's grace",
-		slog.String("declarer", v.By), slog.Duration("age", v.Age), slog.Duration("fences_in", left-v.Age))
+		slog.String("declarer", v.By), slog.Duration("age", age), slog.Duration("fences_in", due-now))
 }
 
-// settle raises the fence for each pending verdict that is due, and
-// forgets those whose declarer took the silo back; it returns when the
-// next is due, or zero for none.
-func (w *Wiring) settle(p pendingVerdicts, now time.Duration, src Reachability) (next time.Duration) {
-	if len(p) == 0 {
+// settle raises the fence for each pending verdict that is due, and marks
+// those whose declarer took the silo back; it publishes the next due to
+// Admit, and returns when it is, zero for none.
+func (w *Wiring) settle(p pendingVerdicts, now time.Duration, src Reachability) time.Duration {
+	next := w.nextDue(p, now, src)
+	if old := w.fence.due.Load(); next == nil || old == nil || *old != *next {
+		w.fence.due.Store(next)
+	}
+	if next == nil {
 		return 0
 	}
-	// A declarer that is gone from the view has not taken the silo back.
-	says := map[string]bool{}
-	for _, r := range src.Reachability() {
-		says[r.ID] = r.SaysDead
+	return next.at
+}
+
+func (w *Wiring) nextDue(p pendingVerdicts, now time.Duration, src Reachability) (next *verdictDue) {
+	if len(p) == 0 {
+		return nil
 	}
-	for by, due := range p {
-		switch dead, listed := says[by]; {
-		case listed && !dead:
-			delete(p, by)
+	// Taken back is an answer to a later round than the verdict's: a
+	// declarer that is gone from the view, or back in it but silent, has
+	// not.
+	acked := map[string]uint64{}
+	for _, r := range src.Reachability() {
+		acked[r.ID] = r.Acked
+	}
+	for by, v := range p {
+		switch {
+		case v.back:
+			if now >= v.due {
+				delete(p, by)
+			}
+		case acked[by] > v.round:
+			v.back = true
 			w.opts.Log.Info("death fence: taken back within the death's grace; no fence", slog.String("declarer", by))
-		case now >= due:
+		case now >= v.due:
 			delete(p, by)
-			w.raiseDeath(now, "was declared dead by "+by+" while it ran, and not taken back within the death's grace")
-		case next == 0 || due < next:
-			next = due
+			w.raiseDeath(now, (&verdictDue{by: by}).reason())
+		case next == nil || v.due < next.at:
+			next = &verdictDue{at: v.due, by: by}
 		}
 	}
 	return next
