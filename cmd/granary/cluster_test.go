@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -64,6 +66,32 @@ type process struct {
 	cmd           *exec.Cmd
 	exited        chan error
 	stdout        []string // what it printed, complete once exited has sent
+	stderr        lockedBuffer
+}
+
+// lockedBuffer collects a process's log while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// warnings returns the log's lines at WARN and ERROR, the last n of them.
+func (b *lockedBuffer) warnings(n int) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(b.buf.String(), "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			out = append(out, line)
+		}
+	}
+	return out[max(len(out)-n, 0):]
 }
 
 // startProcess starts a silo process of the cluster that seed (a gossip
@@ -79,6 +107,15 @@ func startProcess(t *testing.T, bin, name, seed string, extra ...string) (*proce
 		args = append(args, "-seeds", seed)
 	}
 	p.cmd = exec.Command(bin, append(args, extra...)...)
+	p.cmd.Stderr = &p.stderr
+	// A failure says what the process warned of: a fence, a false death.
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, line := range p.stderr.warnings(50) {
+				t.Logf("%s: %s", name, line)
+			}
+		}
+	})
 	out, err := p.cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, p.cmd.Start())
