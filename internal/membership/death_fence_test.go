@@ -222,40 +222,31 @@ func TestAYoungDeathVerdictRaisesTheFenceOnlyIfNotTakenBackWithinTheGrace(t *tes
 	assert.EqualValues(t, 2, w.FenceStats().Verdicts)
 }
 
-// A declarer that leaves the silo's view before its verdict is due has
-// not taken the silo back: the fence goes up when the verdict is due.
-func TestAYoungDeathVerdictWhoseDeclarerLeftRaisesTheFence(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
-	w := deathWiring(t, clk, src)
-	saysDead(src, true)
-	src.verdicts <- cluster.DeathVerdict{By: "b", Round: verdictRound}
-	require.Eventually(t, func() bool { return w.FenceStats().Verdicts == 1 }, time.Second, time.Millisecond, "the verdict was never heard")
-	src.set(cluster.Reachability{ID: "a", Reachable: true})
-	clk.Advance(time.Millisecond)
-	beaten(t, w, clk)
-	require.NoError(t, w.Admit(), "within the grace")
-	clk.Advance(testGrace - verdictMargin(testGrace))
-	require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond, "due, and b gone")
-}
-
 // Taken back is an answer to a later round than the verdict's, not the
-// lack of a dead answer: a declarer that leaves the silo's view and comes
-// back into it, silent, has not taken it back.
-func TestADeclarerBackInTheViewButSilentHasNotTakenTheSiloBack(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
-	w := deathWiring(t, clk, src)
-	saysDead(src, true)
-	src.verdicts <- cluster.DeathVerdict{By: "b", Round: verdictRound}
-	require.Eventually(t, func() bool { return w.FenceStats().Verdicts == 1 }, time.Second, time.Millisecond, "the verdict was never heard")
-	// Back in the view as a member never probed: not saying dead, never
-	// answered.
-	src.set(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
-	clk.Advance(time.Millisecond)
-	beaten(t, w, clk)
-	clk.Advance(testGrace - verdictMargin(testGrace))
-	require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond, "due, and b never answered")
+// lack of a dead answer: a declarer that leaves the silo's view before its
+// verdict is due, or leaves and comes back into it silent (a member never
+// probed: not saying dead, never answered), has not taken the silo back,
+// and the fence goes up when the verdict is due.
+func TestADeclarerThatLeftOrCameBackSilentHasNotTakenTheSiloBack(t *testing.T) {
+	for name, after := range map[string][]cluster.Reachability{
+		"gone from the view": {{ID: "a", Reachable: true}},
+		"back in it, silent": {{ID: "a", Reachable: true}, {ID: "b", Reachable: true}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clk := clock.NewFake(time.Unix(1_000_000, 0))
+			src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
+			w := deathWiring(t, clk, src)
+			saysDead(src, true)
+			src.verdicts <- cluster.DeathVerdict{By: "b", Round: verdictRound}
+			require.Eventually(t, func() bool { return w.FenceStats().Verdicts == 1 }, time.Second, time.Millisecond, "the verdict was never heard")
+			src.set(after...)
+			clk.Advance(time.Millisecond)
+			beaten(t, w, clk)
+			require.NoError(t, w.Admit(), "within the grace")
+			clk.Advance(testGrace - verdictMargin(testGrace))
+			require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond, "due, and b never answered")
+		})
+	}
 }
 
 // A verdict that follows a take-back of the same declarer within the
