@@ -138,8 +138,12 @@ func TestAHealedCutGivesNoVerdictAcrossIt(t *testing.T) {
 			select {
 			case d := <-m.DeathVerdicts():
 				require.Equal(t, side(m), side(byID[d.By]), "%s has a verdict from %s, across the cut", m.Local().ID, d.By)
-				assert.Less(t, d.Age, d.At.Sub(healedAt)+held,
-					"%s's verdict from %s dates from before the heal", m.Local().ID, d.By)
+				// One read during the cut is a false death of a loaded
+				// machine, not the heal's.
+				if d.At.After(healedAt) {
+					assert.Less(t, d.Age, d.At.Sub(healedAt)+held,
+						"%s's verdict from %s dates from before the heal", m.Local().ID, d.By)
+				}
 			default:
 			}
 		}

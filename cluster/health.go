@@ -100,7 +100,8 @@ type DeathVerdict struct {
 	// work once a grace has passed, such as placing its grains anew, it
 	// may be doing since Age minus the grace.
 	Age time.Duration
-	// At is when the answer was read, on the membership's clock.
+	// At is when the answer was read, on the membership's clock (the
+	// real one in a silo).
 	At time.Time
 }
 
@@ -233,11 +234,14 @@ func (p *probes) answered(id string, r uint64, self bool) {
 	if !ok || r > st.sent || r <= st.answered {
 		return // a member no longer probed, a round never sent, or news already had
 	}
+	first := st.lastAck == 0
 	st.answered, st.lastAck = r, r
 	if st.saysDead && r <= st.deadRound {
 		return // an older round's answer, late: the member has lost this silo since
 	}
-	if !st.reachable || st.saysDead {
+	if !st.reachable || st.saysDead || first {
+		// first: a member back in the view answers for the first time,
+		// which may take back a verdict it gave before it left.
 		st.reachable, st.saysDead, st.owed = true, false, false
 		p.notify()
 	}
@@ -255,8 +259,9 @@ func (p *probes) saidDead(id string, r uint64, age time.Duration, now time.Time)
 	if !ok || r > st.sent || r <= st.answered || (st.saysDead && !st.owed) {
 		return // a member no longer probed, a round never sent or answered since, or a verdict had
 	}
-	if !st.saysDead {
-		st.saysDead, st.deadRound = true, r
+	wasDead := st.saysDead
+	st.saysDead, st.deadRound = true, r // an owed verdict's round too, which a late ack must not pass
+	if !wasDead {
 		p.notify()
 		if !st.reachable || st.lastAck == 0 {
 			// Silent before, a cut, which each side sees and the fences

@@ -40,6 +40,7 @@ func TestProbesCountTheRoundsAMemberLeftUnanswered(t *testing.T) {
 	p := newProbes()
 	roundAnswered(p, "b")
 	assert.True(t, reachableOf(p, "c"), "a member new in the view is reachable")
+	assert.True(t, signalled(p), "b's first answer")
 	r2 := roundAnswered(p, "b")
 	assert.True(t, reachableOf(p, "c"), "one unanswered round is a lost packet, not a cut")
 	assert.False(t, signalled(p))
@@ -159,12 +160,31 @@ func TestADeathVerdictThatFindsTheChannelFullComesWithTheNextAnswer(t *testing.T
 		<-p.verdicts
 	}
 	assert.Empty(t, verdict(p), "dropped")
+	skipped := p.round([]string{"b", "c"}, sentAt)
 	r = p.round([]string{"b", "c"}, sentAt)
 	saidDeadNow(p, "b", r)
 	assert.Equal(t, "b", verdict(p), "given with the next answer")
+	p.answered("b", skipped, false)
+	assert.True(t, p.reachability("b", false).SaysDead, "a late answer to a round before the verdict's takes nothing back")
 	r = p.round([]string{"b", "c"}, sentAt)
 	saidDeadNow(p, "b", r)
 	assert.Empty(t, verdict(p), "once")
+}
+
+// A member's first answer since it came into the view is signalled: it
+// may take back a verdict it gave before it left, which the fence waits
+// to hear.
+func TestAMembersFirstAnswerIsSignalled(t *testing.T) {
+	p := newProbes()
+	r := roundAnswered(p)
+	signalled(p)
+	p.answered("b", r, false)
+	assert.True(t, signalled(p))
+	assert.Equal(t, r, p.reachability("b", false).Acked)
+	r = roundAnswered(p, "c")
+	signalled(p)
+	p.answered("b", r, false)
+	assert.False(t, signalled(p), "nothing new")
 }
 
 // A silo starting has no lag of its own probes yet: members are judged by

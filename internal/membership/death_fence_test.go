@@ -206,6 +206,8 @@ func TestAYoungDeathVerdictRaisesTheFenceOnlyIfNotTakenBackWithinTheGrace(t *tes
 	beaten(t, w, clk)
 	require.NoError(t, w.Admit(), "within the grace")
 	saysDead(src, false)
+	require.Eventually(t, func() bool { return w.fence.due.Load() == nil }, time.Second, time.Millisecond,
+		"the watch never saw the take-back")
 	clk.Advance(time.Second)
 	beaten(t, w, clk)
 	require.NoError(t, w.Admit(), "taken back within the grace")
@@ -273,6 +275,78 @@ func TestADeclarersSecondVerdictIsDatedFromTheFirst(t *testing.T) {
 	clk.Advance(due / 2)
 	require.Eventually(t, func() bool { return w.Admit() != nil }, time.Second, time.Millisecond,
 		"due from the first verdict, half its wait after the second")
+}
+
+// bareWiring is a wiring whose watch never runs, for tests that drive its
+// steps: the death fence on, stalls not watched.
+func bareWiring() *Wiring {
+	return New(Options{Self: "a", Clock: clock.Real{}, Log: slog.New(slog.DiscardHandler),
+		Fence: FenceOptions{Disabled: true, Death: DeathFenceOptions{Stall: -1, Hold: testHold, Grace: testGrace}}})
+}
+
+// The watch's steps, one at a time: a verdict due fences though the
+// watch sees the declarer's take-back only with it, since that may have
+// come after the grace; the next due is published for the calls, and
+// cleared when there is none.
+func TestAVerdictDueFencesThoughTheTakeBackIsSeenWithIt(t *testing.T) {
+	due := testGrace - verdictMargin(testGrace)
+	src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
+	saysDead(src, true)
+	w := bareWiring()
+	p := pendingVerdicts{}
+	w.heard(p, cluster.DeathVerdict{By: "b", Round: verdictRound}, 0)
+	w.settle(p, time.Millisecond, src)
+	require.Equal(t, &verdictDue{at: due, by: "b"}, w.fence.due.Load(), "published")
+	saysDead(src, false)
+	w.settle(p, due, src)
+	require.ErrorIs(t, w.Fenced(), ErrDeclaredDead)
+	assert.Nil(t, w.fence.due.Load(), "none pending")
+
+	w = bareWiring()
+	p = pendingVerdicts{}
+	w.heard(p, cluster.DeathVerdict{By: "b", Round: verdictRound}, 0)
+	w.settle(p, due-time.Millisecond, src)
+	require.NoError(t, w.Fenced(), "taken back in time")
+	assert.Nil(t, w.fence.due.Load(), "none pending")
+}
+
+// A take-back is remembered until the grace it dates from is over, not
+// only until its verdict would have fallen due: a verdict of the same
+// declarer before then is dated from the first.
+func TestATakeBackIsRememberedUntilItsGraceIsOver(t *testing.T) {
+	due := testGrace - verdictMargin(testGrace)
+	for name, tc := range map[string]struct {
+		second time.Duration // when the second verdict comes
+		fenced bool
+	}{
+		"past the due time, within the grace": {second: due + time.Millisecond, fenced: true},
+		"past the grace":                      {second: testGrace, fenced: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := newFakeReachability(cluster.Reachability{ID: "a", Reachable: true}, cluster.Reachability{ID: "b", Reachable: true})
+			w := bareWiring()
+			p := pendingVerdicts{}
+			w.heard(p, cluster.DeathVerdict{By: "b", Round: verdictRound}, 0)
+			saysDead(src, false)
+			w.settle(p, time.Millisecond, src)
+			w.settle(p, tc.second, src)
+			saysDead(src, true)
+			w.heard(p, cluster.DeathVerdict{By: "b", Round: verdictRound + 2}, tc.second)
+			w.settle(p, tc.second, src)
+			assert.Equal(t, tc.fenced, w.Fenced() != nil)
+		})
+	}
+}
+
+// A verdict's wait for the watch counts into its age: one read a grace
+// ago raises the fence at once.
+func TestAVerdictsWaitForTheWatchCountsIntoItsAge(t *testing.T) {
+	w := bareWiring()
+	w.heard(pendingVerdicts{}, cluster.DeathVerdict{By: "b", Round: verdictRound, At: time.Now().Add(-testGrace)}, 0)
+	require.ErrorIs(t, w.Fenced(), ErrDeclaredDead)
+	w = bareWiring()
+	w.heard(pendingVerdicts{}, cluster.DeathVerdict{By: "b", Round: verdictRound, At: time.Now()}, 0)
+	require.NoError(t, w.Fenced())
 }
 
 // A call that comes once a verdict is due is refused though the watch has

@@ -207,12 +207,18 @@ func verdictMargin(grace time.Duration) time.Duration { return grace / 4 }
 type pendingVerdict struct {
 	due   time.Duration // when it raises the fence, on the elapsed clock
 	round uint64        // the probe round the declarer answered
-	// back: the declarer took the silo back since. It is kept until it
-	// would have fallen due, so that a verdict of the same declarer that
-	// follows is dated from this one: the declarer's directory may not
-	// have seen the silo back in between, and its grace runs from the
+	// back: the declarer took the silo back since. It is kept until the
+	// grace it dates from is over, so that a verdict of the same declarer
+	// that follows is dated from this one: the declarer's directory may
+	// not have seen the silo back in between, and its grace runs from the
 	// first loss.
 	back bool
+}
+
+// graceOver reports whether the grace that v's due time was drawn from
+// is over at now: due is a margin before it.
+func (v *pendingVerdict) graceOver(now, grace time.Duration) bool {
+	return now >= v.due+verdictMargin(grace)
 }
 
 // pendingVerdicts are the death verdicts waiting for their grace, by
@@ -236,8 +242,8 @@ func (w *Wiring) heard(p pendingVerdicts, v cluster.DeathVerdict, now time.Durat
 	w.fence.verdicts.Add(1)
 	age := v.Age
 	if !v.At.IsZero() {
-		// The time the verdict waited for the watch: the membership's
-		// clock is the real one.
+		// The time the verdict waited for the watch: a silo's membership
+		// runs on the real clock.
 		if wait := time.Since(v.At); wait > 0 && age <= math.MaxInt64-wait {
 			age += wait
 		}
@@ -249,7 +255,7 @@ func (w *Wiring) heard(p pendingVerdicts, v cluster.DeathVerdict, now time.Durat
 		return
 	}
 	due := now + left - age
-	if old := p[v.By]; old != nil {
+	if old := p[v.By]; old != nil && !old.graceOver(now, grace) {
 		due = min(due, old.due)
 	}
 	p[v.By] = &pendingVerdict{due: due, round: v.Round}
@@ -285,15 +291,17 @@ func (w *Wiring) nextDue(p pendingVerdicts, now time.Duration, src Reachability)
 	for by, v := range p {
 		switch {
 		case v.back:
-			if now >= v.due {
+			if v.graceOver(now, w.opts.Fence.Death.Grace) {
 				delete(p, by)
 			}
+		case now >= v.due:
+			// Due first: a take-back the watch sees only now may have
+			// come after the grace.
+			delete(p, by)
+			w.raiseDeath(now, (&verdictDue{by: by}).reason())
 		case acked[by] > v.round:
 			v.back = true
 			w.opts.Log.Info("death fence: taken back within the death's grace; no fence", slog.String("declarer", by))
-		case now >= v.due:
-			delete(p, by)
-			w.raiseDeath(now, (&verdictDue{by: by}).reason())
 		case next == nil || v.due < next.at:
 			next = &verdictDue{at: v.due, by: by}
 		}
@@ -408,6 +416,9 @@ func (w *Wiring) watchFence(ctx context.Context, src Reachability, sub *cluster.
 		w.fence.ran.Store(int64(w.fence.elapsed()))
 		w.fence.watching.Store(true)
 		defer w.fence.watching.Store(false) // a stopping silo's calls are no stall
+	}
+	if death {
+		defer w.fence.due.Store(nil) // nor does a stopping silo wait for verdicts
 	}
 	var verdicts <-chan cluster.DeathVerdict
 	if death {
