@@ -65,6 +65,7 @@ type link struct {
 	peer     string
 	peerGen  int64
 	dialedBy string // the silo that dialled it
+	dropped  bool   // its connection has ended and drop has run; guarded by Links.mu
 }
 
 // New returns a silo's links, none yet.
@@ -249,6 +250,12 @@ func (ls *Links) accept(c *transport.Conn, ep *rpc.Endpoint) transport.Handler {
 func (ls *Links) add(l *link) {
 	canonical := min(ls.opts.Self, l.peer) // the silo whose dialled link is kept
 	ls.mu.Lock()
+	if l.dropped {
+		// A dialled connection can end before DialAt registers it; kept,
+		// it would be a dead link no drop ever removes.
+		ls.mu.Unlock()
+		return
+	}
 	old := ls.mu.links[l.peer]
 	keepNew := old == nil || old.peerGen != l.peerGen || old.dialedBy == l.dialedBy || closed(old) ||
 		l.dialedBy == canonical && old.dialedBy != canonical
@@ -278,6 +285,7 @@ func closed(l *link) bool {
 // drop forgets l when its connection ended, keeping its final counters.
 func (ls *Links) drop(l *link, final rpc.EndpointStats) {
 	ls.mu.Lock()
+	l.dropped = true
 	if ls.mu.links[l.peer] == l {
 		delete(ls.mu.links, l.peer)
 	}

@@ -130,9 +130,46 @@ func TestWaitersAreBounded(t *testing.T) {
 	assert.ErrorIs(t, got, ErrNoLink)
 }
 
+// A dial that reaches another silo than the one it meant fails, and
+// registers nothing at the dialling end.
+func TestADialThatReachesAnotherSiloFails(t *testing.T) {
+	g := newGroup()
+	defer g.stop()
+	addrs := map[string]string{}
+	a, b := newLinks(t, "a", addrs, g), newLinks(t, "b", addrs, g)
+	lb, err := b.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() {
+		b.CloseListener()
+		a.CloseAll()
+		b.CloseAll()
+		require.Eventually(t, func() bool { return len(a.Conns())+len(b.Conns()) == 0 }, 20*time.Second, time.Millisecond)
+	}()
+	_, err = a.DialAt(context.Background(), "c", lb.Addr().String())
+	require.ErrorIs(t, err, ErrNoLink, "b answered as b, not c")
+	assert.Contains(t, err.Error(), `answered as "b"`)
+	_, err = a.Link("c")
+	assert.ErrorIs(t, err, ErrNoLink, "no link to c")
+	_, err = a.Link("b")
+	assert.ErrorIs(t, err, ErrNoLink, "nor to b, whom a did not mean to dial")
+}
+
+// A link whose connection ended before it was registered (a dial the
+// peer closed at once) is not kept: nothing would ever remove it.
+func TestALinkThatEndedBeforeItWasRegisteredIsNotKept(t *testing.T) {
+	g := newGroup()
+	defer g.stop()
+	a := newLinks(t, "a", nil, g)
+	ep := rpc.NewEndpoint(rpc.EndpointOptions{}, nowhere{}, wire.NewInterner(), clock.Real{}, slog.Default())
+	l := &link{ep: ep, peer: "b", peerGen: 1, dialedBy: "a"}
+	a.drop(l, rpc.EndpointStats{})
+	a.add(l)
+	_, err := a.Link("b")
+	assert.ErrorIs(t, err, ErrNoLink)
+}
+
 // When two silos dial each other at once, both keep the link dialled by
-// the silo with the smaller name and close the other; a dial that reaches
-// another silo than the one it meant fails.
+// the silo with the smaller name and close the other.
 func TestTwoSilosKeepOneLink(t *testing.T) {
 	g := newGroup()
 	defer g.stop()
@@ -152,24 +189,21 @@ func TestTwoSilosKeepOneLink(t *testing.T) {
 			20*time.Second, time.Millisecond)
 	}()
 
-	_, err = a.DialAt(context.Background(), "c", addrs["b"])
-	require.ErrorIs(t, err, ErrNoLink, "b answered as b, not c")
-
 	ctx := context.Background()
 	var wg sync.WaitGroup
+	var errA, errB error
 	wg.Add(2)
-	go func() { defer wg.Done(); _, _ = a.Ensure(ctx, "b") }()
-	go func() { defer wg.Done(); _, _ = b.Ensure(ctx, "a") }()
+	// DialAt dials whatever links there are (Ensure would use one that
+	// arrived first), so both links come up.
+	go func() { defer wg.Done(); _, errA = a.DialAt(ctx, "b", addrs["b"]) }()
+	go func() { defer wg.Done(); _, errB = b.DialAt(ctx, "a", addrs["a"]) }()
 	wg.Wait()
-	// The second link, if both came up, closes once idle. A dial of the
-	// same silo's that crossed the first may cost the kept link (the one
-	// to c above, still closing at b when a's real link arrives, may
-	// arrive after it); a call then dials again, as these do.
+	require.NoError(t, errA)
+	require.NoError(t, errB)
+	// The second link closes once idle.
 	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		ea, errA := a.Ensure(ctx, "b")
-		eb, errB := b.Ensure(ctx, "a")
+		ea, errA := a.Link("b")
+		eb, errB := b.Link("a")
 		if errA != nil || errB != nil {
 			return false
 		}
