@@ -416,3 +416,44 @@ func TestGraceRangesMergeAndIntersect(t *testing.T) {
 		intersect([]ring.Range{r(0, 10), r(15, 20), r(top-5, top)}, []ring.Range{r(10, 17), r(17, 30), r(top, top)}))
 	assert.Empty(t, intersect([]ring.Range{r(0, 9)}, []ring.Range{r(10, 20)}))
 }
+
+// A silo whose view skipped the one between (it lost b and saw j active
+// at once) hands j none of b's range: it was never this silo's. j, which
+// never saw b, waits for a handoff that does not come and rebuilds the
+// range; the silo it asks tells it the grace it keeps for b there, and
+// j's lookup of b's grain waits for it and finds b's activation when b is
+// back. Without the grace in the rebuild's answer, j placed the grain
+// beside b's activation once its handoff wait had passed.
+func TestARebuildLearnsTheGraceOfASiloItNeverSaw(t *testing.T) {
+	const grace = time.Minute
+	c, fake := newGraceCluster(t, grace, "a", "b")
+	a := c.all()[0]
+	j := c.add("j", 1)
+	withJ := ring.New([]ring.Silo{{ID: "a", Generation: 1}, {ID: "j", Generation: 1}}, 0)
+	var id actor.GrainID
+	for _, g := range grainsOwnedBy("b", 50, "a", "b") {
+		if o, _ := withJ.OwnerOf(g); o.ID == "j" {
+			id = g
+			break
+		}
+	}
+	require.NotZero(t, id, "a grain b owns that j will")
+	require.Empty(t, register(t, c.all()[1], id))
+
+	j.dir.SetView(without(c.view("j"), nil, "b")) // j joins after b was lost
+	a.dir.SetView(without(c.view(), nil, "b"))    // a loses b and sees j active in one view
+	require.Equal(t, 1, a.dir.Stats().Mourning)
+	j.dir.SetView(without(c.view(), nil, "b"))
+	require.Eventually(t, func() bool { return j.dir.Stats().HandoffsReceived > 0 }, 10*time.Second, time.Millisecond,
+		"a hands j its own ranges")
+	require.NotZero(t, j.dir.Stats().Held, "j holds b's range, which a never hands")
+	fake.Advance(200 * time.Millisecond) // j's handoff wait
+	require.Eventually(t, func() bool { return j.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond, "j rebuilds the range")
+	assert.Equal(t, 1, j.dir.Stats().Mourning, "j keeps the grace a told it")
+
+	located := locateLater(t, j, id)
+	require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
+	c.setView() // b is back, in every view
+	assert.Equal(t, lookup{"b", false}, answered(t, located), "j finds b's activation, placing nothing")
+	assert.Zero(t, j.dir.Stats().Conflicts)
+}

@@ -223,7 +223,11 @@ type hold struct {
 type reclaiming struct {
 	ranges []ring.Range
 	until  time.Time // when the grace ends; zero for a reclaim
-	handed bool      // a grace another silo's handoff began
+	handed bool      // a grace another silo's handoff or rebuild answer began
+	// owned is, for a grace, the ranges the lost silo owned in this silo's
+	// ring when the view lost it: what a rebuild of another silo's may ask
+	// about (hostedGracesLocked).
+	owned []ring.Range
 }
 
 // awaitReclaimLocked makes lookups and registrations of grains without an

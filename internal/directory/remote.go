@@ -319,19 +319,13 @@ func (d *Directory) remoteUnregister(ctx context.Context, id actor.GrainID) {
 // owns now that this silo held unfilled.
 func (d *Directory) handoff(ctx context.Context, silo string, ranges, unfilled []ring.Range, entries map[actor.GrainID]Activation, graces ...handedGrace) error {
 	req := &directorypb.HandoffRequest{From: pbActivation(d.self)}
-	for _, g := range graces {
-		req.Mourning = append(req.Mourning, &directorypb.Mourning{Silo: pbActivation(g.a), Ranges: pbRanges(g.ranges)})
-	}
 	req.Ranges = pbRanges(ranges)
 	req.Unfilled = pbRanges(unfilled)
 	for id, a := range entries {
 		req.Entries = append(req.Entries, &directorypb.Entry{Grain: pbGrain(id), Activation: pbActivation(a)})
 	}
 	for {
-		// What is left of each grace is told as of each try.
-		for i, g := range graces {
-			req.Mourning[i].RemainingNanos = int64(g.until.Sub(d.clock.Now()))
-		}
+		req.Mourning = d.pbMourning(graces) // what is left of each grace as of each try
 		err := d.call(silo, func(ref directorypb.DirectoryRef) error {
 			_, err := ref.Handoff(ctx, req, d.callTimeout())
 			return err
@@ -349,26 +343,45 @@ func (d *Directory) handoff(ctx context.Context, silo string, ranges, unfilled [
 	}
 }
 
+// pbMourning is graces as a peer is told them, with what is left of each
+// now.
+func (d *Directory) pbMourning(graces []handedGrace) []*directorypb.Mourning {
+	if len(graces) == 0 {
+		return nil
+	}
+	now := d.clock.Now()
+	out := make([]*directorypb.Mourning, 0, len(graces))
+	for _, g := range graces {
+		out = append(out, &directorypb.Mourning{Silo: pbActivation(g.a), Ranges: pbRanges(g.ranges),
+			RemainingNanos: int64(g.until.Sub(now))})
+	}
+	return out
+}
+
 // rebuild recovers the entries of ranges this silo gained from a silo that
-// died: it asks every live silo what it hosts there, merges the answers,
-// and releases the ranges.
+// died, or whose handoff did not come: it asks every live silo what it
+// hosts there, takes the graces of the silos they mourn there (a silo lost
+// in a view this silo skipped, whose grains may run on with no entry),
+// merges the answers, and releases the ranges.
 func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 	d.stats.rebuilds.Add(int64(len(ranges)))
 	req := &directorypb.HostedRequest{}
 	req.Ranges = pbRanges(ranges)
 	d.mu.Lock()
-	var silos []string
+	var silos []Activation
 	for _, m := range d.mu.view.Members {
-		silos = append(silos, m.ID)
+		silos = append(silos, Activation{Silo: m.ID, Generation: m.Generation})
 	}
 	d.mu.Unlock()
 	var (
-		mu      sync.Mutex
-		entries []*directorypb.Entry
-		silent  []string // live silos that did not answer
-		wg      sync.WaitGroup
+		mu       sync.Mutex
+		entries  []*directorypb.Entry
+		mourning = make(map[Activation][]*directorypb.Mourning)
+		silent   []string // live silos that did not answer
+		wg       sync.WaitGroup
 	)
-	for _, silo := range silos {
+	for _, a := range silos {
+		silo := a.Silo
 		if silo == d.self.Silo {
 			own := d.hosted(ranges)
 			mu.Lock()
@@ -392,10 +405,27 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 			}
 			mu.Lock()
 			entries = append(entries, reply.GetEntries()...)
+			if m := reply.GetMourning(); len(m) > 0 {
+				mourning[a] = m
+			}
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	// The graces go in before the ranges are released: what waits for the
+	// ranges must then wait for the graces too.
+	d.mu.Lock()
+	var graces map[Activation]*reclaiming
+	for from, m := range mourning {
+		for a, w := range d.takeGracesLocked(from, m, ranges) {
+			if graces == nil {
+				graces = make(map[Activation]*reclaiming)
+			}
+			graces[a] = w
+		}
+	}
+	d.mu.Unlock()
+	d.endGraces(graces)
 	d.merge(entries)
 	d.release(ranges)
 	// The range cannot wait for a silo that does not answer, but what that

@@ -86,7 +86,11 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 		d.receivedUnfilled(s, unfilled)
 		return &directorypb.HandoffReply{}, nil, false
 	case *directorypb.HostedRequest:
-		return &directorypb.HostedReply{Entries: d.hosted(rangesOf(in.GetRanges()))}, nil, false
+		ranges := rangesOf(in.GetRanges())
+		d.mu.Lock()
+		graces := d.handedGracesLocked(nil, ranges)
+		d.mu.Unlock()
+		return &directorypb.HostedReply{Entries: d.hosted(ranges), Mourning: d.pbMourning(graces)}, nil, false
 	case *directorypb.DeactivateRequest:
 		if activationOf(in.GetActivation()) == d.self {
 			d.host.Deactivate(grainOf(in.GetGrain()))

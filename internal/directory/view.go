@@ -82,6 +82,7 @@ func (d *Directory) SetView(v cluster.View) {
 		if _, restarted := live[a.Silo]; d.opts.DeathGrace > 0 && !restarted && old.Status != cluster.StatusShuttingDown && a != d.self {
 			graces[a] = d.awaitReclaimLocked(nil)
 			graces[a].until = now.Add(d.opts.DeathGrace)
+			graces[a].owned = graceRanges(d.mu.ring.Ranges(a.Silo))
 			d.mu.mourning[a] = graces[a]
 		}
 	}
@@ -325,9 +326,10 @@ type handedGrace struct {
 }
 
 // handedGracesLocked returns the graces a handoff of ranges and entries
-// must carry: those of the silos whose entries it hands, or whose ranges
-// gained it overlaps. The receiver may never have seen such a silo, and
-// would place its grains at once.
+// must carry, or an answer to a rebuild of ranges (entries nil): those of
+// the silos whose entries it hands, or whose ranges (gained from them, or
+// owned by them when the view lost them) it overlaps. The receiver may
+// never have seen such a silo, and would place its grains at once.
 func (d *Directory) handedGracesLocked(entries map[actor.GrainID]Activation, handoff ...[]ring.Range) []handedGrace {
 	if len(d.mu.mourning) == 0 {
 		return nil
@@ -341,7 +343,7 @@ func (d *Directory) handedGracesLocked(entries map[actor.GrainID]Activation, han
 	}
 	var out []handedGrace
 	for a, w := range d.mu.mourning {
-		g := handedGrace{a: a, until: w.until, ranges: intersect(w.ranges, ranges)}
+		g := handedGrace{a: a, until: w.until, ranges: intersect(slices.Concat(w.ranges, w.owned), ranges)}
 		if len(g.ranges) == 0 && !withEntries[a] {
 			continue
 		}
@@ -360,12 +362,13 @@ const (
 )
 
 // takeGracesLocked keeps, for the rest of their grace, the silos that a
-// handoff's sender (from) was mourning and this silo is not: their entries
-// in the handoff are kept, not dropped as dead or taken for an unseen
-// silo's, the grains with no entry in the handed ranges wait, and a silo
-// that comes back is asked what it hosts, as the sender would have done.
-// A handed grace is the sender's word, so it is bounded: never longer than
-// this silo's own DeathGrace, only over ranges the handoff hands, only from
+// handoff's sender, or a silo answering a rebuild (from), was mourning and
+// this silo is not: their entries in the handoff are kept, not dropped as
+// dead or taken for an unseen silo's, the grains with no entry in the
+// handed or rebuilt ranges wait, and a silo that comes back is asked what
+// it hosts, as the sender would have done. A handed grace is the sender's
+// word, so it is bounded: never longer than this silo's own DeathGrace,
+// only over ranges the handoff hands or the rebuild asked about, only from
 // a sender this silo takes for alive, never for a silo this silo already
 // holds dead or alive, and at most maxHandedGraces at once. A lost silo
 // this silo never saw is marked as one not seen for longer than

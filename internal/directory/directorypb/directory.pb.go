@@ -753,8 +753,16 @@ func (x *HostedRequest) GetRanges() []*Range {
 }
 
 type HostedReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entries       []*Entry               `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*Entry               `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Silos that the answerer's view lost and that are still in their
+	// death's grace there, with the asked ranges they owned in its ring: a
+	// rebuilder that never saw such a silo (its view skipped the one that
+	// had it) would place the silo's grains with no entry at once, beside
+	// activations that may run on. Each Mourning's ranges are those the
+	// answerer took the silo to own, or gained from it, within the asked
+	// ones.
+	Mourning      []*Mourning `protobuf:"bytes,2,rep,name=mourning,proto3" json:"mourning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -792,6 +800,13 @@ func (*HostedReply) Descriptor() ([]byte, []int) {
 func (x *HostedReply) GetEntries() []*Entry {
 	if x != nil {
 		return x.Entries
+	}
+	return nil
+}
+
+func (x *HostedReply) GetMourning() []*Mourning {
+	if x != nil {
+		return x.Mourning
 	}
 	return nil
 }
@@ -938,9 +953,10 @@ const file_internal_directory_directorypb_directory_proto_rawDesc = "" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x12\n" +
 	"\x04last\x18\x02 \x01(\x04R\x04last\"H\n" +
 	"\rHostedRequest\x127\n" +
-	"\x06ranges\x18\x01 \x03(\v2\x1f.granary.system.directory.RangeR\x06ranges\"H\n" +
+	"\x06ranges\x18\x01 \x03(\v2\x1f.granary.system.directory.RangeR\x06ranges\"\x88\x01\n" +
 	"\vHostedReply\x129\n" +
-	"\aentries\x18\x01 \x03(\v2\x1f.granary.system.directory.EntryR\aentries\"\x92\x01\n" +
+	"\aentries\x18\x01 \x03(\v2\x1f.granary.system.directory.EntryR\aentries\x12>\n" +
+	"\bmourning\x18\x02 \x03(\v2\".granary.system.directory.MourningR\bmourning\"\x92\x01\n" +
 	"\x11DeactivateRequest\x127\n" +
 	"\x05grain\x18\x01 \x01(\v2!.granary.system.directory.GrainIDR\x05grain\x12D\n" +
 	"\n" +
@@ -1008,25 +1024,26 @@ var file_internal_directory_directorypb_directory_proto_depIdxs = []int32{
 	12, // 15: granary.system.directory.Mourning.ranges:type_name -> granary.system.directory.Range
 	12, // 16: granary.system.directory.HostedRequest.ranges:type_name -> granary.system.directory.Range
 	2,  // 17: granary.system.directory.HostedReply.entries:type_name -> granary.system.directory.Entry
-	0,  // 18: granary.system.directory.DeactivateRequest.grain:type_name -> granary.system.directory.GrainID
-	1,  // 19: granary.system.directory.DeactivateRequest.activation:type_name -> granary.system.directory.Activation
-	3,  // 20: granary.system.directory.Directory.Register:input_type -> granary.system.directory.RegisterRequest
-	5,  // 21: granary.system.directory.Directory.Unregister:input_type -> granary.system.directory.UnregisterRequest
-	7,  // 22: granary.system.directory.Directory.Lookup:input_type -> granary.system.directory.LookupRequest
-	9,  // 23: granary.system.directory.Directory.Handoff:input_type -> granary.system.directory.HandoffRequest
-	13, // 24: granary.system.directory.Directory.Hosted:input_type -> granary.system.directory.HostedRequest
-	15, // 25: granary.system.directory.Directory.Deactivate:input_type -> granary.system.directory.DeactivateRequest
-	4,  // 26: granary.system.directory.Directory.Register:output_type -> granary.system.directory.RegisterReply
-	6,  // 27: granary.system.directory.Directory.Unregister:output_type -> granary.system.directory.UnregisterReply
-	8,  // 28: granary.system.directory.Directory.Lookup:output_type -> granary.system.directory.LookupReply
-	11, // 29: granary.system.directory.Directory.Handoff:output_type -> granary.system.directory.HandoffReply
-	14, // 30: granary.system.directory.Directory.Hosted:output_type -> granary.system.directory.HostedReply
-	16, // 31: granary.system.directory.Directory.Deactivate:output_type -> granary.system.directory.DeactivateReply
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	10, // 18: granary.system.directory.HostedReply.mourning:type_name -> granary.system.directory.Mourning
+	0,  // 19: granary.system.directory.DeactivateRequest.grain:type_name -> granary.system.directory.GrainID
+	1,  // 20: granary.system.directory.DeactivateRequest.activation:type_name -> granary.system.directory.Activation
+	3,  // 21: granary.system.directory.Directory.Register:input_type -> granary.system.directory.RegisterRequest
+	5,  // 22: granary.system.directory.Directory.Unregister:input_type -> granary.system.directory.UnregisterRequest
+	7,  // 23: granary.system.directory.Directory.Lookup:input_type -> granary.system.directory.LookupRequest
+	9,  // 24: granary.system.directory.Directory.Handoff:input_type -> granary.system.directory.HandoffRequest
+	13, // 25: granary.system.directory.Directory.Hosted:input_type -> granary.system.directory.HostedRequest
+	15, // 26: granary.system.directory.Directory.Deactivate:input_type -> granary.system.directory.DeactivateRequest
+	4,  // 27: granary.system.directory.Directory.Register:output_type -> granary.system.directory.RegisterReply
+	6,  // 28: granary.system.directory.Directory.Unregister:output_type -> granary.system.directory.UnregisterReply
+	8,  // 29: granary.system.directory.Directory.Lookup:output_type -> granary.system.directory.LookupReply
+	11, // 30: granary.system.directory.Directory.Handoff:output_type -> granary.system.directory.HandoffReply
+	14, // 31: granary.system.directory.Directory.Hosted:output_type -> granary.system.directory.HostedReply
+	16, // 32: granary.system.directory.Directory.Deactivate:output_type -> granary.system.directory.DeactivateReply
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_internal_directory_directorypb_directory_proto_init() }

@@ -1313,6 +1313,23 @@ func (m *HostedReply) AppendGranaryWire(b []byte) ([]byte, error) {
 			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
 		}
 	}
+	// mourning = 2
+	for _, e := range m.Mourning {
+		b = append(b, 0x12, 0)
+		start := len(b)
+		var err error
+		if b, err = e.AppendGranaryWire(b); err != nil {
+			return b, err
+		}
+		if n := len(b) - start; n < 0x80 {
+			b[start-1] = byte(n)
+		} else {
+			extra := protowire.SizeVarint(uint64(n)) - 1
+			b = append(b, make([]byte, extra)...)
+			copy(b[start+extra:], b[start:start+n])
+			protowire.AppendVarint(b[:start-1], uint64(n)) // in place: the room is there
+		}
+	}
 	return append(b, m.unknownFields...), nil
 }
 
@@ -1351,6 +1368,22 @@ func (m *HostedReply) mergeGranaryWire(b []byte, depth int) error {
 				return err
 			}
 			m.Entries = append(m.Entries, e)
+		case 0x12: // mourning
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, b = b[1:1+int(b[0])], b[1+int(b[0]):]
+			} else {
+				var n int
+				if v, n = protowire.ConsumeBytes(b); n < 0 {
+					goto invalid
+				}
+				b = b[n:]
+			}
+			e := new(Mourning)
+			if err := e.mergeGranaryWire(v, depth); err != nil {
+				return err
+			}
+			m.Mourning = append(m.Mourning, e)
 		default:
 			// Anything else, a known field number with another wire type
 			// included, is kept as an unknown field, as protobuf does.
