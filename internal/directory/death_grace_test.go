@@ -417,20 +417,17 @@ func TestGraceRangesMergeAndIntersect(t *testing.T) {
 	assert.Empty(t, intersect([]ring.Range{r(0, 9)}, []ring.Range{r(10, 20)}))
 }
 
-// A silo whose view skipped the one between (it lost b and saw j active
-// at once) hands j none of b's range: it was never this silo's. j, which
-// never saw b, waits for a handoff that does not come and rebuilds the
-// range; the silo it asks tells it the grace it keeps for b there, and
-// j's lookup of b's grain waits for it and finds b's activation when b is
-// back. Without the grace in the rebuild's answer, j placed the grain
-// beside b's activation once its handoff wait had passed.
-func TestARebuildLearnsTheGraceOfASiloItNeverSaw(t *testing.T) {
-	const grace = time.Minute
-	c, fake := newGraceCluster(t, grace, "a", "b")
+// rebuildWithinAGrace plays a view that skips the one between: a loses b
+// (declared dead, it runs on, owning and running grain id) and sees j
+// active in one view, so it hands j none of b's range, which was never
+// a's. j, which never saw b, waits for a handoff that does not come and
+// rebuilds the range after its handoff wait (200 ms into the grace).
+func rebuildWithinAGrace(t *testing.T, grace time.Duration) (c *fakeCluster, fake *clock.Fake, j *fakeSilo, id actor.GrainID) {
+	t.Helper()
+	c, fake = newGraceCluster(t, grace, "a", "b")
 	a := c.all()[0]
-	j := c.add("j", 1)
+	j = c.add("j", 1)
 	withJ := ring.New([]ring.Silo{{ID: "a", Generation: 1}, {ID: "j", Generation: 1}}, 0)
-	var id actor.GrainID
 	for _, g := range grainsOwnedBy("b", 50, "a", "b") {
 		if o, _ := withJ.OwnerOf(g); o.ID == "j" {
 			id = g
@@ -449,6 +446,17 @@ func TestARebuildLearnsTheGraceOfASiloItNeverSaw(t *testing.T) {
 	require.NotZero(t, j.dir.Stats().Held, "j holds b's range, which a never hands")
 	fake.Advance(200 * time.Millisecond) // j's handoff wait
 	require.Eventually(t, func() bool { return j.dir.Stats().Held == 0 }, 10*time.Second, time.Millisecond, "j rebuilds the range")
+	return c, fake, j, id
+}
+
+// The silo a rebuild asks tells it the grace it keeps for a silo the
+// rebuilder never saw: j's lookup of b's grain waits for it and finds b's
+// activation when b is back. Without the grace in the rebuild's answer,
+// j placed the grain beside b's activation once its handoff wait had
+// passed.
+func TestARebuildLearnsTheGraceOfASiloItNeverSaw(t *testing.T) {
+	const grace = time.Minute
+	c, _, j, id := rebuildWithinAGrace(t, grace)
 	assert.Equal(t, 1, j.dir.Stats().Mourning, "j keeps the grace a told it")
 
 	located := locateLater(t, j, id)
@@ -456,4 +464,19 @@ func TestARebuildLearnsTheGraceOfASiloItNeverSaw(t *testing.T) {
 	c.setView() // b is back, in every view
 	assert.Equal(t, lookup{"b", false}, answered(t, located), "j finds b's activation, placing nothing")
 	assert.Zero(t, j.dir.Stats().Conflicts)
+}
+
+// A grace learnt from a rebuild's answer ends when the answerer's would.
+func TestAGraceLearntFromARebuildEndsWhenTheAnswerersWould(t *testing.T) {
+	const grace = time.Minute
+	_, fake, j, id := rebuildWithinAGrace(t, grace)
+	located := locateLater(t, j, id)
+	require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
+	fake.Advance(grace - 200*time.Millisecond - time.Millisecond)
+	unanswered(t, located, "the grace has not passed")
+	fake.Advance(time.Millisecond)
+	got := answered(t, located)
+	assert.True(t, got.placed, "once the answerer's grace has passed, the grain is placed again")
+	assert.NotEqual(t, "b", got.silo)
+	assert.Zero(t, j.dir.Stats().Mourning)
 }

@@ -225,8 +225,8 @@ type reclaiming struct {
 	until  time.Time // when the grace ends; zero for a reclaim
 	handed bool      // a grace another silo's handoff or rebuild answer began
 	// owned is, for a grace, the ranges the lost silo owned in this silo's
-	// ring when the view lost it: what a rebuild of another silo's may ask
-	// about (hostedGracesLocked).
+	// ring when the view lost it: what a handoff or an answer to another
+	// silo's rebuild tells of the grace (handedGracesLocked).
 	owned []ring.Range
 }
 

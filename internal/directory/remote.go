@@ -377,6 +377,7 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 		mu       sync.Mutex
 		entries  []*directorypb.Entry
 		mourning = make(map[Activation][]*directorypb.Mourning)
+		arrived  = make(map[Activation]time.Time)
 		silent   []string // live silos that did not answer
 		wg       sync.WaitGroup
 	)
@@ -406,7 +407,7 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 			mu.Lock()
 			entries = append(entries, reply.GetEntries()...)
 			if m := reply.GetMourning(); len(m) > 0 {
-				mourning[a] = m
+				mourning[a], arrived[a] = m, d.clock.Now()
 			}
 			mu.Unlock()
 		}()
@@ -414,6 +415,16 @@ func (d *Directory) rebuild(ctx context.Context, ranges []ring.Range) {
 	wg.Wait()
 	// The graces go in before the ranges are released: what waits for the
 	// ranges must then wait for the graces too.
+	// What is left of each grace is counted from its answer's arrival: a
+	// slow answer of another silo must not lengthen it.
+	now := d.clock.Now()
+	for from, ms := range mourning {
+		for _, m := range ms {
+			if r := m.GetRemainingNanos(); r > 0 {
+				m.RemainingNanos = r - int64(now.Sub(arrived[from]))
+			}
+		}
+	}
 	d.mu.Lock()
 	var graces map[Activation]*reclaiming
 	for from, m := range mourning {

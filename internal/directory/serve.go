@@ -87,8 +87,9 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 		return &directorypb.HandoffReply{}, nil, false
 	case *directorypb.HostedRequest:
 		ranges := rangesOf(in.GetRanges())
+		asked := graceRanges(ranges) // merged and bounded once, outside the lock
 		d.mu.Lock()
-		graces := d.handedGracesLocked(nil, ranges)
+		graces := d.handedGracesLocked(nil, asked)
 		d.mu.Unlock()
 		return &directorypb.HostedReply{Entries: d.hosted(ranges), Mourning: d.pbMourning(graces)}, nil, false
 	case *directorypb.DeactivateRequest:

@@ -200,7 +200,9 @@ func (ls *Links) DialAt(ctx context.Context, silo, addr string) (*rpc.Endpoint, 
 		return nil, fmt.Errorf("%w: %s answered as %q", ErrNoLink, addr, peer.SiloID)
 	}
 	l.peerGen = peer.Generation
-	ls.add(l)
+	if !ls.add(l) {
+		return nil, fmt.Errorf("%w: %s at %s: the link closed as it came up", ErrNoLink, silo, addr)
+	}
 	return ep, nil
 }
 
@@ -247,14 +249,15 @@ func (ls *Links) accept(c *transport.Conn, ep *rpc.Endpoint) transport.Handler {
 // the newer is kept: a silo dials again only when it has lost its link,
 // and the old one, on its way to closing here, must not push the new one
 // out (which left both silos with no link until the next call dialled).
-func (ls *Links) add(l *link) {
+// It reports false, keeping nothing, when l's connection has ended.
+func (ls *Links) add(l *link) bool {
 	canonical := min(ls.opts.Self, l.peer) // the silo whose dialled link is kept
 	ls.mu.Lock()
 	if l.dropped {
 		// A dialled connection can end before DialAt registers it; kept,
 		// it would be a dead link no drop ever removes.
 		ls.mu.Unlock()
-		return
+		return false
 	}
 	old := ls.mu.links[l.peer]
 	keepNew := old == nil || old.peerGen != l.peerGen || old.dialedBy == l.dialedBy || closed(old) ||
@@ -270,6 +273,7 @@ func (ls *Links) add(l *link) {
 	if retired != nil {
 		ls.retire(retired)
 	}
+	return true
 }
 
 // closed reports whether l's connection has ended.

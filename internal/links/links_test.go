@@ -163,7 +163,7 @@ func TestALinkThatEndedBeforeItWasRegisteredIsNotKept(t *testing.T) {
 	ep := rpc.NewEndpoint(rpc.EndpointOptions{}, nowhere{}, wire.NewInterner(), clock.Real{}, slog.Default())
 	l := &link{ep: ep, peer: "b", peerGen: 1, dialedBy: "a"}
 	a.drop(l, rpc.EndpointStats{})
-	a.add(l)
+	assert.False(t, a.add(l), "add says it kept nothing")
 	_, err := a.Link("b")
 	assert.ErrorIs(t, err, ErrNoLink)
 }
@@ -193,7 +193,7 @@ func TestTwoSilosKeepOneLink(t *testing.T) {
 	var wg sync.WaitGroup
 	var errA, errB error
 	wg.Add(2)
-	// DialAt dials whatever links there are (Ensure would use one that
+	// DialAt dials even when a link is up (Ensure would use one that
 	// arrived first), so both links come up.
 	go func() { defer wg.Done(); _, errA = a.DialAt(ctx, "b", addrs["b"]) }()
 	go func() { defer wg.Done(); _, errB = b.DialAt(ctx, "a", addrs["a"]) }()
