@@ -306,43 +306,6 @@ func joinerWithinAGrace(t *testing.T, grace time.Duration) (c *fakeCluster, fake
 	return c, fake, j, id
 }
 
-// A range that moves on within a grace to a silo that never saw the lost
-// one carries the grace with it: the new owner keeps the grain with no
-// entry waiting for the rest of the grace, and when the lost silo comes
-// back asks it what it hosts and finds the grain there. Without the grace
-// in the handoff, j placed the grain at once, beside b's activation.
-func TestAGraceGoesOnWithARangeHandedToAJoiner(t *testing.T) {
-	const grace = time.Minute
-	c, fake, j, id := joinerWithinAGrace(t, grace)
-	assert.Equal(t, 1, j.dir.Stats().Mourning, "j keeps the grace it was handed")
-
-	located := locateLater(t, j, id)
-	require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
-	fake.Advance(grace/2 - time.Millisecond)
-	unanswered(t, located, "the grace has not passed")
-
-	c.setView() // b is back, in every view
-	assert.Equal(t, lookup{"b", false}, answered(t, located), "j finds b's activation, placing nothing")
-	assert.Zero(t, j.dir.Stats().Mourning)
-	assert.Zero(t, j.dir.Stats().Conflicts)
-}
-
-// The handed grace ends when the sender's would: a silo that does not
-// come back has its grains placed again once it has passed, not later.
-func TestAHandedGraceEndsWhenTheSendersWould(t *testing.T) {
-	const grace = time.Minute
-	_, fake, j, id := joinerWithinAGrace(t, grace)
-	located := locateLater(t, j, id)
-	require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
-	fake.Advance(grace/2 - time.Millisecond)
-	unanswered(t, located, "the grace has not passed")
-	fake.Advance(time.Millisecond)
-	got := answered(t, located)
-	assert.True(t, got.placed, "once the sender's grace has passed, the grain is placed again")
-	assert.NotEqual(t, "b", got.silo)
-	assert.Zero(t, j.dir.Stats().Mourning)
-}
-
 // A handoff's graces are a peer's word: only a live sender's are taken;
 // none outlasts this silo's own grace or covers more than the handoff
 // hands; at most maxHandedGraces are kept at once; none is begun for this
@@ -449,34 +412,58 @@ func rebuildWithinAGrace(t *testing.T, grace time.Duration) (c *fakeCluster, fak
 	return c, fake, j, id
 }
 
-// The silo a rebuild asks tells it the grace it keeps for a silo the
-// rebuilder never saw: j's lookup of b's grain waits for it and finds b's
-// activation when b is back. Without the grace in the rebuild's answer,
-// j placed the grain beside b's activation once its handoff wait had
-// passed.
-func TestARebuildLearnsTheGraceOfASiloItNeverSaw(t *testing.T) {
-	const grace = time.Minute
-	c, _, j, id := rebuildWithinAGrace(t, grace)
-	assert.Equal(t, 1, j.dir.Stats().Mourning, "j keeps the grace a told it")
-
-	located := locateLater(t, j, id)
-	require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
-	c.setView() // b is back, in every view
-	assert.Equal(t, lookup{"b", false}, answered(t, located), "j finds b's activation, placing nothing")
-	assert.Zero(t, j.dir.Stats().Conflicts)
+// graceRoutes are the two ways a silo that never saw a lost one learns
+// its grace, and how much of the grace is left when it has.
+var graceRoutes = []struct {
+	name  string
+	setup func(t *testing.T, grace time.Duration) (*fakeCluster, *clock.Fake, *fakeSilo, actor.GrainID)
+	left  func(grace time.Duration) time.Duration
+}{
+	{"handed with the range", joinerWithinAGrace, func(g time.Duration) time.Duration { return g / 2 }},
+	{"told by a rebuild's answer", rebuildWithinAGrace, func(g time.Duration) time.Duration { return g - 200*time.Millisecond }},
 }
 
-// A grace learnt from a rebuild's answer ends when the answerer's would.
-func TestAGraceLearntFromARebuildEndsWhenTheAnswerersWould(t *testing.T) {
+// A silo that gains a range within a grace and never saw the lost silo
+// learns the grace, from the handoff or from the silos its rebuild asks:
+// it keeps the grain with no entry waiting for the rest of the grace, and
+// when the lost silo comes back asks it what it hosts and finds the grain
+// there. Without the grace in the handoff or the answer, j placed the
+// grain at once, beside b's activation.
+func TestALearntGraceKeepsTheGrainWaitingForItsSilo(t *testing.T) {
 	const grace = time.Minute
-	_, fake, j, id := rebuildWithinAGrace(t, grace)
-	located := locateLater(t, j, id)
-	require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
-	fake.Advance(grace - 200*time.Millisecond - time.Millisecond)
-	unanswered(t, located, "the grace has not passed")
-	fake.Advance(time.Millisecond)
-	got := answered(t, located)
-	assert.True(t, got.placed, "once the answerer's grace has passed, the grain is placed again")
-	assert.NotEqual(t, "b", got.silo)
-	assert.Zero(t, j.dir.Stats().Mourning)
+	for _, route := range graceRoutes {
+		t.Run(route.name, func(t *testing.T) {
+			c, fake, j, id := route.setup(t, grace)
+			assert.Equal(t, 1, j.dir.Stats().Mourning, "j keeps the grace it learnt")
+			located := locateLater(t, j, id)
+			require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
+			fake.Advance(route.left(grace) - time.Millisecond)
+			unanswered(t, located, "the grace has not passed")
+
+			c.setView() // b is back, in every view
+			assert.Equal(t, lookup{"b", false}, answered(t, located), "j finds b's activation, placing nothing")
+			assert.Zero(t, j.dir.Stats().Mourning)
+			assert.Zero(t, j.dir.Stats().Conflicts)
+		})
+	}
+}
+
+// A learnt grace ends when the teller's would: a silo that does not come
+// back has its grains placed again once it has passed, not later.
+func TestALearntGraceEndsWhenTheTellersWould(t *testing.T) {
+	const grace = time.Minute
+	for _, route := range graceRoutes {
+		t.Run(route.name, func(t *testing.T) {
+			_, fake, j, id := route.setup(t, grace)
+			located := locateLater(t, j, id)
+			require.Eventually(t, func() bool { return parkedAt(j) > 0 }, 10*time.Second, time.Millisecond, "j's lookup waits")
+			fake.Advance(route.left(grace) - time.Millisecond)
+			unanswered(t, located, "the grace has not passed")
+			fake.Advance(time.Millisecond)
+			got := answered(t, located)
+			assert.True(t, got.placed, "once the teller's grace has passed, the grain is placed again")
+			assert.NotEqual(t, "b", got.silo)
+			assert.Zero(t, j.dir.Stats().Mourning)
+		})
+	}
 }
