@@ -194,14 +194,17 @@ func (d *Directory) SetView(v cluster.View) {
 	for _, h := range d.mu.holds {
 		held = append(held, h.r)
 	}
+	// A hold split by the new ring keeps the parts this silo still owns:
+	// their entries have not come either.
 	var released []ring.Range
-	kept := d.mu.holds[:0]
+	var kept []hold
 	for _, h := range d.mu.holds {
-		if owner, ok := newRing.Owner(h.r.First); !ok || owner.ID != d.self.Silo {
-			released = append(released, h.r)
-			continue
+		mine := intersect([]ring.Range{h.r}, owned)
+		released = append(released, outside(h.r, mine)...)
+		for _, r := range mine {
+			h.r = r
+			kept = append(kept, h)
 		}
-		kept = append(kept, h)
 	}
 	d.mu.holds = kept
 
@@ -458,6 +461,23 @@ func intersect(as, bs []ring.Range) []ring.Range {
 		}
 	}
 	return out
+}
+
+// outside returns the parts of r that none of in covers; in is sorted,
+// merged and within r, as intersect returns it.
+func outside(r ring.Range, in []ring.Range) []ring.Range {
+	var out []ring.Range
+	next := r.First
+	for _, o := range in {
+		if o.First > next {
+			out = append(out, ring.Range{First: next, Last: o.First - 1})
+		}
+		if o.Last == r.Last {
+			return out
+		}
+		next = o.Last + 1
+	}
+	return append(out, ring.Range{First: next, Last: r.Last})
 }
 
 // merged returns rs sorted, with the ranges that overlap or touch made
