@@ -480,6 +480,9 @@ func (d *Directory) merge(entries []*directorypb.Entry) {
 type duplicate struct {
 	id actor.GrainID
 	a  Activation
+	// kept is the silo of the activation that stays, where a merge found
+	// the duplicate.
+	kept string
 }
 
 // mergeLocked is merge's part under the lock: it returns the duplicates
@@ -500,7 +503,7 @@ func (d *Directory) mergeLocked(entries []*directorypb.Entry) (losers []duplicat
 		}
 		if cur, ok := d.mu.partition[id]; ok && d.liveLocked(cur) && cur != a {
 			d.stats.conflicts.Add(1)
-			losers = append(losers, duplicate{id, a})
+			losers = append(losers, duplicate{id: id, a: a, kept: cur.Silo})
 			continue
 		}
 		d.mu.partition[id] = a
@@ -511,7 +514,8 @@ func (d *Directory) mergeLocked(entries []*directorypb.Entry) (losers []duplicat
 // deactivateLosers tells the duplicates a merge found to deactivate.
 func (d *Directory) deactivateLosers(losers []duplicate) {
 	for _, l := range losers {
-		d.log.Warn("directory: duplicate activation: the later one deactivates", slog.String("grain", l.id.String()), slog.String("silo", l.a.Silo))
+		d.log.Warn("directory: duplicate activation: the one merged in deactivates", slog.String("grain", l.id.String()),
+			slog.String("kept_on", l.kept), slog.String("deactivating_on", l.a.Silo))
 		d.deactivateDuplicate(l.id, l.a)
 	}
 }
@@ -545,7 +549,7 @@ func (d *Directory) deactivateDuplicate(id actor.GrainID, a Activation) {
 		q = &duplicates{more: make(chan struct{}, 1)}
 		d.mu.duplicates[a] = q
 	}
-	q.queue = append(q.queue, duplicate{id, a})
+	q.queue = append(q.queue, duplicate{id: id, a: a})
 	d.mu.Unlock()
 	if asking {
 		select {
