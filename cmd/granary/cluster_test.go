@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -24,14 +25,45 @@ import (
 	"github.com/granary-go/granary/proxy"
 )
 
-// freeAddr returns a loopback address nothing listens on now.
+// freeAddr returns a loopback address nothing listens on now, for TCP and
+// UDP (memberlist takes both), for a process the test starts to bind. It
+// is picked below the kernel's ephemeral range: a port from that range
+// (what ":0" gives) can be taken by any outgoing connection before the
+// process binds it, and the three processes make many.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if ports.given[port] {
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", addr)
+		_ = l.Close()
+		if err != nil {
+			continue
+		}
+		_ = u.Close()
+		if ports.given == nil {
+			ports.given = make(map[int]bool)
+		}
+		ports.given[port] = true
+		return addr
+	}
+	t.Fatal("no free loopback port in 1000 tries")
+	return ""
+}
+
+// ports are those freeAddr gave, never given twice in one test binary.
+var ports struct {
+	mu    sync.Mutex
+	given map[int]bool
 }
 
 // buildBinary builds the granary binary once for the whole test run.
@@ -81,13 +113,14 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-// warnings returns the log's lines at WARN and ERROR, the last n of them.
+// warnings returns the log's lines at WARN and ERROR, and those that are
+// not log records (a failed start's "granary: ..."), the last n of them.
 func (b *lockedBuffer) warnings(n int) []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []string
 	for _, line := range strings.Split(b.buf.String(), "\n") {
-		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+		if line != "" && (!strings.HasPrefix(line, "time=") || strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR")) {
 			out = append(out, line)
 		}
 	}
@@ -108,11 +141,15 @@ func startProcess(t *testing.T, bin, name, seed string, extra ...string) (*proce
 	}
 	p.cmd = exec.Command(bin, append(args, extra...)...)
 	p.cmd.Stderr = &p.stderr
-	// A failure says what the process warned of: a fence, a false death.
+	// A failure says what the process warned of (a fence, a false death)
+	// and whether it had exited.
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, line := range p.stderr.warnings(50) {
 				t.Logf("%s: %s", name, line)
+			}
+			if st := p.cmd.ProcessState; st != nil {
+				t.Logf("%s: exited: %s", name, st)
 			}
 		}
 	})
