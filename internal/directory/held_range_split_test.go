@@ -97,6 +97,30 @@ func TestTheStillOwnedPartOfAHeldRangeStaysHeldWhenAJoinerTakesTheRest(t *testin
 	}
 }
 
+// The same joins in another order: b sees c active first and hands it the
+// part of c's held range that b owned, while c's view does not show b
+// yet. That part has its entries: its lookups are answered at once, and
+// the rest of the range stays held for a's handoff.
+func TestAHandoffOfPartOfAHeldRangeReleasesThatPart(t *testing.T) {
+	c := newFakeCluster(t)
+	c.clock = clock.NewFake(time.Unix(1000, 0))
+	a, b, j := c.add("a", 1), c.add("b", 1), c.add("c", 1)
+	ab := without(c.view(), nil, "c")
+	a.dir.SetView(ab)
+	b.dir.SetView(ab)
+	id := splitHoldGrain(t)
+	require.Empty(t, register(t, b, id))
+
+	j.dir.SetView(without(c.viewWith(map[string]cluster.Status{"c": cluster.StatusJoining}), nil, "b"))
+	j.dir.SetView(without(c.view(), nil, "b"))
+	held := j.dir.Stats().Held
+	require.Positive(t, held)
+	b.dir.SetView(c.view())
+	require.Eventually(t, func() bool { return j.dir.Stats().HandoffsReceived > 0 }, 10*time.Second, time.Millisecond, "b hands c its part")
+	assert.Equal(t, "b", locate(t, j, id, ""), "the part b handed over is served")
+	assert.Positive(t, j.dir.Stats().Held, "what a is to hand over stays held")
+}
+
 func TestOutsideIsWhatARangeHasBeyondItsParts(t *testing.T) {
 	const top = ^uint64(0)
 	for _, tc := range []struct {

@@ -632,17 +632,19 @@ func (d *Directory) tellDuplicates(ctx context.Context, on Activation, q *duplic
 	}
 }
 
-// release ends the holds on ranges and runs what waited for them.
+// release ends the holds on ranges, and on the parts of holds that ranges
+// cover (a handoff of part of a held range brings that part's entries),
+// and runs what waited for them.
 func (d *Directory) release(ranges []ring.Range) {
+	ranges = merged(ranges)
 	d.mu.Lock()
-	kept := d.mu.holds[:0]
+	var kept []hold
 	for _, h := range d.mu.holds {
-		if covered(h.r, ranges) {
-			continue
+		for _, r := range outside(h.r, clip(h.r, ranges)) {
+			h.r = r
+			kept = append(kept, h)
 		}
-		kept = append(kept, h)
 	}
-	clear(d.mu.holds[len(kept):])
 	d.mu.holds = kept
 	var run []func()
 	keptParked := d.mu.parked[:0]

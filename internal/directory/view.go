@@ -198,8 +198,9 @@ func (d *Directory) SetView(v cluster.View) {
 	// their entries have not come either.
 	var released []ring.Range
 	var kept []hold
+	mineAll := merged(owned)
 	for _, h := range d.mu.holds {
-		mine := intersect([]ring.Range{h.r}, owned)
+		mine := clip(h.r, mineAll)
 		released = append(released, outside(h.r, mine)...)
 		for _, r := range mine {
 			h.r = r
@@ -463,8 +464,18 @@ func intersect(as, bs []ring.Range) []ring.Range {
 	return out
 }
 
+// clip returns the parts of rs, sorted and merged, that lie in r.
+func clip(r ring.Range, rs []ring.Range) []ring.Range {
+	i, _ := slices.BinarySearchFunc(rs, r.First, func(o ring.Range, h uint64) int { return cmp.Compare(o.Last, h) })
+	var out []ring.Range
+	for ; i < len(rs) && rs[i].First <= r.Last; i++ {
+		out = append(out, ring.Range{First: max(rs[i].First, r.First), Last: min(rs[i].Last, r.Last)})
+	}
+	return out
+}
+
 // outside returns the parts of r that none of in covers; in is sorted,
-// merged and within r, as intersect returns it.
+// merged and within r, as clip returns it.
 func outside(r ring.Range, in []ring.Range) []ring.Range {
 	var out []ring.Range
 	next := r.First
