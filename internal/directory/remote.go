@@ -3,6 +3,7 @@ package directory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -673,13 +674,30 @@ func overlapsAny(r ring.Range, ranges []ring.Range) bool {
 	return false
 }
 
-// rangesOf decodes ranges from the wire.
+// rangesOf decodes ranges from the wire. A range never wraps, so one that
+// ends before it begins names no hash and is left out (serve refuses a
+// request that carries one: badRanges).
 func rangesOf(in []*directorypb.Range) []ring.Range {
 	out := make([]ring.Range, 0, len(in))
 	for _, r := range in {
-		out = append(out, ring.Range{First: r.GetFirst(), Last: r.GetLast()})
+		if r.GetFirst() <= r.GetLast() {
+			out = append(out, ring.Range{First: r.GetFirst(), Last: r.GetLast()})
+		}
 	}
 	return out
+}
+
+// badRanges returns an error naming the first range of lists that ends
+// before it begins.
+func badRanges(lists ...[]*directorypb.Range) error {
+	for _, rs := range lists {
+		for _, r := range rs {
+			if r.GetFirst() > r.GetLast() {
+				return fmt.Errorf("range [%#x, %#x] ends before it begins", r.GetFirst(), r.GetLast())
+			}
+		}
+	}
+	return nil
 }
 
 // pbRanges encodes ranges for the wire.

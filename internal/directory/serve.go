@@ -35,6 +35,19 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 	if err := proxy.UnmarshalFresh(req.Payload, in); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", proxy.ErrBadRequest, m.Desc.FullName(), err), false
 	}
+	var ranges [][]*directorypb.Range
+	switch in := in.(type) {
+	case *directorypb.HandoffRequest:
+		ranges = append(ranges, in.GetRanges(), in.GetUnfilled())
+		for _, g := range in.GetMourning() {
+			ranges = append(ranges, g.GetRanges())
+		}
+	case *directorypb.HostedRequest:
+		ranges = append(ranges, in.GetRanges())
+	}
+	if err := badRanges(ranges...); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", proxy.ErrBadRequest, m.Desc.FullName(), err), false
+	}
 	switch in := in.(type) {
 	case *directorypb.RegisterRequest:
 		if err := d.refused(); err != nil {

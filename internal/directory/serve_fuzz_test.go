@@ -1,0 +1,138 @@
+package directory
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/cluster"
+	"github.com/granary-go/granary/internal/directory/directorypb"
+	"github.com/granary-go/granary/internal/host"
+	"github.com/granary-go/granary/proxy"
+)
+
+// countReplies counts the replies to the requests it answers, and keeps
+// the last error.
+type countReplies struct {
+	n   atomic.Int32
+	err atomic.Pointer[error]
+}
+
+func (c *countReplies) Reply(_ *host.Request, _ proto.Message, err error) {
+	c.n.Add(1)
+	c.err.Store(&err)
+}
+
+// A handoff whose range ends before it begins is refused as a bad request
+// and changes nothing: its entries are not merged, no hold is released.
+func TestAHandoffWithARangeThatEndsBeforeItBeginsIsRefused(t *testing.T) {
+	c := newFakeCluster(t)
+	c.clock = clock.NewFake(time.Unix(1000, 0))
+	a, b, j := c.add("a", 1), c.add("b", 1), c.add("j", 1)
+	ab := without(c.view(), nil, "j")
+	a.dir.SetView(ab)
+	b.dir.SetView(ab)
+	j.dir.SetView(c.viewWith(map[string]cluster.Status{"j": cluster.StatusJoining}))
+	j.dir.SetView(c.view())
+	before := j.dir.Stats()
+	require.Positive(t, before.Held)
+	in := &directorypb.HandoffRequest{From: &directorypb.Activation{Silo: "a", Generation: 1},
+		Ranges:  []*directorypb.Range{{First: 0, Last: ^uint64(0)}, {First: 9, Last: 3}},
+		Entries: []*directorypb.Entry{{Grain: pbGrain(grain(1)), Activation: &directorypb.Activation{Silo: "a", Generation: 1}}}}
+	payload, err := proto.Marshal(in)
+	require.NoError(t, err)
+	replies := &countReplies{}
+	j.dir.Serve(&host.Request{MethodID: directorypb.Directory_Handoff_Method.ID, Payload: payload, Reply: replies, FromSilo: true})
+	require.EqualValues(t, 1, replies.n.Load())
+	assert.ErrorIs(t, *replies.err.Load(), proxy.ErrBadRequest)
+	after := j.dir.Stats()
+	assert.Equal(t, before.Held, after.Held, "no hold released")
+	assert.Equal(t, before.Partition, after.Partition, "no entry merged")
+}
+
+// FuzzServe sends a silo's partition whatever another silo could send:
+// any method, any payload. The partition must answer each request exactly
+// once (a parked one when its range is released or the directory closes),
+// never panic, and grow its entries and holds by no more than the request
+// carried. The serving silo has just joined and holds the ranges it
+// gained, so that handoffs have holds to release.
+func FuzzServe(f *testing.F) {
+	pb := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}
+	g := pbGrain(grain(1))
+	self := &directorypb.Activation{Silo: "j", Generation: 1}
+	other := &directorypb.Activation{Silo: "a", Generation: 1}
+	stranger := &directorypb.Activation{Silo: "nobody", Generation: 9}
+	all := []*directorypb.Range{{First: 0, Last: ^uint64(0)}}
+	inverted := []*directorypb.Range{{First: 1 << 63, Last: 5}, {First: 10, Last: 2}}
+	for i, m := range []proto.Message{
+		&directorypb.RegisterRequest{Grain: g, Activation: other},
+		&directorypb.UnregisterRequest{Grain: g, Activation: other},
+		&directorypb.LookupRequest{Grain: g},
+		&directorypb.HandoffRequest{From: other, Ranges: all, Entries: []*directorypb.Entry{{Grain: g, Activation: other}}},
+		&directorypb.HostedRequest{Ranges: all},
+		&directorypb.DeactivateRequest{Grain: g, Activation: self},
+	} {
+		f.Add(uint8(i), pb(m))
+	}
+	f.Add(uint8(3), pb(&directorypb.HandoffRequest{From: other, Ranges: inverted, Unfilled: inverted}))
+	f.Add(uint8(3), pb(&directorypb.HandoffRequest{From: stranger, Ranges: []*directorypb.Range{{First: 100, Last: 200}, {First: 150, Last: 1 << 62}},
+		Mourning: []*directorypb.Mourning{{Silo: stranger, RemainingNanos: int64(time.Hour), Ranges: all}},
+		Entries:  []*directorypb.Entry{{Grain: g, Activation: stranger}, {Grain: g, Activation: self}}}))
+	f.Add(uint8(4), pb(&directorypb.HostedRequest{Ranges: inverted}))
+	f.Add(uint8(0), []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(uint8(200), []byte{})
+
+	f.Fuzz(func(t *testing.T, method uint8, payload []byte) {
+		c := newFakeCluster(t)
+		c.clock = clock.NewFake(time.Unix(1000, 0))
+		a, b, j := c.add("a", 1), c.add("b", 1), c.add("j", 1)
+		ab := without(c.view(), nil, "j")
+		a.dir.SetView(ab)
+		b.dir.SetView(ab)
+		j.dir.SetView(c.viewWith(map[string]cluster.Status{"j": cluster.StatusJoining}))
+		j.dir.SetView(c.view())
+
+		methods := directorypb.DirectoryService.Methods
+		id := uint32(0xdeadbeef)
+		if int(method) < len(methods) {
+			id = methods[method].Desc.ID
+		}
+		var sent struct{ entries, ranges int }
+		if int(method) < len(methods) {
+			in := methods[method].NewRequest()
+			if proto.Unmarshal(payload, in) == nil {
+				if h, ok := in.(*directorypb.HandoffRequest); ok {
+					sent.entries, sent.ranges = len(h.GetEntries()), len(h.GetRanges())
+				}
+			}
+		}
+		before := j.dir.Stats()
+		replies := &countReplies{}
+		j.dir.Serve(&host.Request{MethodID: id, Payload: payload, Reply: replies, FromSilo: true})
+		after := j.dir.Stats()
+		if after.Partition > before.Partition+sent.entries+1 {
+			t.Fatalf("the partition grew from %d to %d entries on a request of %d", before.Partition, after.Partition, sent.entries)
+		}
+		if after.Held > before.Held+sent.ranges {
+			t.Fatalf("the holds grew from %d to %d on a request of %d ranges", before.Held, after.Held, sent.ranges)
+		}
+		if n := replies.n.Load(); n > 1 || (n == 0 && after.Held == 0) {
+			t.Fatalf("%d replies, %d ranges held", n, after.Held)
+		}
+		j.dir.Close()
+		if n := replies.n.Load(); n != 1 {
+			t.Fatalf("%d replies once the directory closed", n)
+		}
+	})
+}
