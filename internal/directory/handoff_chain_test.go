@@ -12,7 +12,6 @@ import (
 	"github.com/granary-go/granary/actor"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/cluster"
-	"github.com/granary-go/granary/internal/ring"
 )
 
 // chainGrain returns a grain whose entry a owns among a, b, c and h, b
@@ -20,13 +19,6 @@ import (
 // goes from a to b to c as a and then b stop.
 func chainGrain(t *testing.T) actor.GrainID {
 	t.Helper()
-	ringOf := func(ids ...string) *ring.Ring {
-		var silos []ring.Silo
-		for _, id := range ids {
-			silos = append(silos, ring.Silo{ID: id, Generation: 1})
-		}
-		return ring.New(silos, 0)
-	}
 	all, withoutA, withoutAB := ringOf("a", "b", "c", "h"), ringOf("b", "c", "h"), ringOf("c", "h")
 	for i := range 10000 {
 		id := grain(i)

@@ -13,20 +13,23 @@ import (
 	"github.com/granary-go/granary/internal/ring"
 )
 
-// splitHoldGrain returns a grain that c owns among a and c and still owns
-// once b joins, whose range in the ring of a and c begins with hashes b
-// takes: the range c holds, waiting for a's handoff, when it becomes
-// active among a and c is owned in part by b once c sees b.
-func splitHoldGrain(t *testing.T) actor.GrainID {
-	t.Helper()
-	ringOf := func(ids ...string) *ring.Ring {
-		var silos []ring.Silo
-		for _, id := range ids {
-			silos = append(silos, ring.Silo{ID: id, Generation: 1})
-		}
-		return ring.New(silos, 0)
+// ringOf is the ring of silos ids, each of generation 1.
+func ringOf(ids ...string) *ring.Ring {
+	var silos []ring.Silo
+	for _, id := range ids {
+		silos = append(silos, ring.Silo{ID: id, Generation: 1})
 	}
-	alone, ac, abc := ringOf("a"), ringOf("a", "c"), ringOf("a", "b", "c")
+	return ring.New(silos, 0)
+}
+
+// splitHoldGrain returns a grain that b owns among a and b, and c among
+// a and c and once b joins, and its range in the ring of a and c, which
+// begins with hashes b takes: the range c holds, waiting for a's handoff,
+// when it becomes active among a and c is owned in part by b once c sees
+// b, and b hands c the grain.
+func splitHoldGrain(t *testing.T) (actor.GrainID, ring.Range) {
+	t.Helper()
+	alone, ab, ac, abc := ringOf("a"), ringOf("a", "b"), ringOf("a", "c"), ringOf("a", "b", "c")
 	moves := ring.Diff(alone, ac)
 	for i := range 10000 {
 		id := grain(i)
@@ -37,14 +40,17 @@ func splitHoldGrain(t *testing.T) actor.GrainID {
 		if o, _ := abc.Owner(h); o.ID != "c" {
 			continue
 		}
+		if o, _ := ab.Owner(h); o.ID != "b" {
+			continue
+		}
 		for _, m := range moves {
 			if first, _ := abc.Owner(m.Range.First); m.Range.Contains(h) && first.ID == "b" {
-				return id
+				return id, m.Range
 			}
 		}
 	}
 	t.Fatal("no grain lies in a range of c that b splits")
-	return actor.GrainID{}
+	return actor.GrainID{}, ring.Range{}
 }
 
 // Silos b and c join a at once. c becomes active in a view without b and
@@ -64,7 +70,7 @@ func TestTheStillOwnedPartOfAHeldRangeStaysHeldWhenAJoinerTakesTheRest(t *testin
 	ab := without(c.view(), nil, "c")
 	a.dir.SetView(ab)
 	b.dir.SetView(ab)
-	id := splitHoldGrain(t)
+	id, _ := splitHoldGrain(t)
 	require.Empty(t, register(t, b, id), "b runs the grain, registered among a and b")
 
 	j.dir.SetView(without(c.viewWith(map[string]cluster.Status{"c": cluster.StatusJoining}), nil, "b"))
@@ -100,7 +106,7 @@ func TestTheStillOwnedPartOfAHeldRangeStaysHeldWhenAJoinerTakesTheRest(t *testin
 // The same joins in another order: b sees c active first and hands it the
 // part of c's held range that b owned, while c's view does not show b
 // yet. That part has its entries: its lookups are answered at once, and
-// the rest of the range stays held for a's handoff.
+// the rest of the range stays held.
 func TestAHandoffOfPartOfAHeldRangeReleasesThatPart(t *testing.T) {
 	c := newFakeCluster(t)
 	c.clock = clock.NewFake(time.Unix(1000, 0))
@@ -108,17 +114,85 @@ func TestAHandoffOfPartOfAHeldRangeReleasesThatPart(t *testing.T) {
 	ab := without(c.view(), nil, "c")
 	a.dir.SetView(ab)
 	b.dir.SetView(ab)
-	id := splitHoldGrain(t)
+	id, held := splitHoldGrain(t)
 	require.Empty(t, register(t, b, id))
+	// rest lies in the same held range, in the part b keeps once it sees c.
+	var rest actor.GrainID
+	abc := ringOf("a", "b", "c")
+	for i := 0; rest == (actor.GrainID{}); i++ {
+		require.Less(t, i, 100000, "no grain in the part b keeps")
+		if o, _ := abc.OwnerOf(grain(i)); held.Contains(ring.Hash(grain(i))) && o.ID == "b" {
+			rest = grain(i)
+		}
+	}
 
 	j.dir.SetView(without(c.viewWith(map[string]cluster.Status{"c": cluster.StatusJoining}), nil, "b"))
 	j.dir.SetView(without(c.view(), nil, "b"))
-	held := j.dir.Stats().Held
-	require.Positive(t, held)
-	b.dir.SetView(c.view())
+	require.Positive(t, j.dir.Stats().Held)
+	parked := make(chan string, 1)
+	j.dir.Locate(rest, "", func(silo string, _ bool, err error) {
+		assert.NoError(t, err)
+		parked <- silo
+	})
+	all := c.view()
+	b.dir.SetView(all)
 	require.Eventually(t, func() bool { return j.dir.Stats().HandoffsReceived > 0 }, 10*time.Second, time.Millisecond, "b hands c its part")
 	assert.Equal(t, "b", locate(t, j, id, ""), "the part b handed over is served")
-	assert.Positive(t, j.dir.Stats().Held, "what a is to hand over stays held")
+	select {
+	case silo := <-parked:
+		t.Fatalf("a lookup in the rest of the held range was answered (%q) with nothing handed over for it", silo)
+	default:
+	}
+	j.dir.SetView(all)
+	select {
+	case <-parked: // the view gave that part to b: the lookup went on there
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lookup was not answered once the view gave its part to b")
+	}
+}
+
+// A handoff that would cut a hold into more than maxHoldPieces pieces
+// leaves it whole: a peer's many small ranges cannot grow the hold list
+// that every request scans.
+func TestAHandoffCutTooFineLeavesTheHoldWhole(t *testing.T) {
+	c := newFakeCluster(t)
+	c.clock = clock.NewFake(time.Unix(1000, 0))
+	a, b, j := c.add("a", 1), c.add("b", 1), c.add("c", 1)
+	ab := without(c.view(), nil, "c")
+	a.dir.SetView(ab)
+	b.dir.SetView(ab)
+	_, held := splitHoldGrain(t)
+	j.dir.SetView(without(c.viewWith(map[string]cluster.Status{"c": cluster.StatusJoining}), nil, "b"))
+	j.dir.SetView(without(c.view(), nil, "b"))
+	before := j.dir.Stats().Held
+	require.Greater(t, held.Last-held.First, uint64(4*maxHoldPieces))
+	var fine []ring.Range
+	for i := range uint64(maxHoldPieces + 1) {
+		h := held.First + 1 + 2*i
+		fine = append(fine, ring.Range{First: h, Last: h})
+	}
+	j.dir.release(fine)
+	assert.Equal(t, before, j.dir.Stats().Held, "the hold stays whole")
+	j.dir.release(fine[:maxHoldPieces-1])
+	assert.Equal(t, before+maxHoldPieces-1, j.dir.Stats().Held, "a cut within the bound is made")
+}
+
+func TestClipIsThePartsOfRangesWithinARange(t *testing.T) {
+	const top = ^uint64(0)
+	rs := []ring.Range{{First: 0, Last: 4}, {First: 10, Last: 20}, {First: 30, Last: top}}
+	for _, tc := range []struct {
+		r    ring.Range
+		want []ring.Range
+	}{
+		{ring.Range{First: 5, Last: 9}, nil},
+		{ring.Range{First: 2, Last: 12}, []ring.Range{{First: 2, Last: 4}, {First: 10, Last: 12}}},
+		{ring.Range{First: 0, Last: top}, rs},
+		{ring.Range{First: 20, Last: 30}, []ring.Range{{First: 20, Last: 20}, {First: 30, Last: 30}}},
+		{ring.Range{First: top, Last: top}, []ring.Range{{First: top, Last: top}}},
+	} {
+		assert.Equal(t, tc.want, clip(tc.r, rs), "%v", tc.r)
+	}
+	assert.Empty(t, clip(ring.Range{First: 0, Last: top}, nil))
 }
 
 func TestOutsideIsWhatARangeHasBeyondItsParts(t *testing.T) {

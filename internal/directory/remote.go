@@ -633,6 +633,12 @@ func (d *Directory) tellDuplicates(ctx context.Context, on Activation, q *duplic
 	}
 }
 
+// maxHoldPieces is how many pieces a release may cut one hold into: a
+// hold cut finer stays whole, to wait for the rest of its handoff or its
+// rebuild, so that a peer's handoff of many small ranges cannot make the
+// hold list, which every request to the partition scans, grow with it.
+const maxHoldPieces = 16
+
 // release ends the holds on ranges, and on the parts of holds that ranges
 // cover (a handoff of part of a held range brings that part's entries),
 // and runs what waited for them.
@@ -641,7 +647,11 @@ func (d *Directory) release(ranges []ring.Range) {
 	d.mu.Lock()
 	var kept []hold
 	for _, h := range d.mu.holds {
-		for _, r := range outside(h.r, clip(h.r, ranges)) {
+		rest := outside(h.r, clip(h.r, ranges))
+		if len(rest) > maxHoldPieces {
+			rest = []ring.Range{h.r}
+		}
+		for _, r := range rest {
 			h.r = r
 			kept = append(kept, h)
 		}

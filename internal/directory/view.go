@@ -177,15 +177,6 @@ func (d *Directory) SetView(v cluster.View) {
 		d.clock.AfterFunc(d.opts.HandoffWait, func() { d.handoffOverdue(wait) })
 	}
 	d.forgetUnfilledLocked(rebuild)
-	// A live silo that was to hand a range over and died meanwhile will
-	// not: rebuild it.
-	for i := range d.mu.holds {
-		h := &d.mu.holds[i]
-		if !h.rebuilding && !d.liveSiloLocked(h.from) {
-			h.rebuilding = true
-			rebuild = append(rebuild, h.r)
-		}
-	}
 	// Holds on ranges another silo owns now end: what waited goes there.
 	// The new owner must not take such a range for handed over: this silo
 	// never had its entries (the handoff it waited for failed, or the
@@ -208,6 +199,15 @@ func (d *Directory) SetView(v cluster.View) {
 		}
 	}
 	d.mu.holds = kept
+	// A live silo that was to hand a range over and died meanwhile will
+	// not: rebuild what of it this silo still owns.
+	for i := range d.mu.holds {
+		h := &d.mu.holds[i]
+		if !h.rebuilding && !d.liveSiloLocked(h.from) {
+			h.rebuilding = true
+			rebuild = append(rebuild, h.r)
+		}
+	}
 
 	// Entries this silo no longer owns go to their owners, with the ranges
 	// they came from, so that the owners stop holding them.
@@ -464,7 +464,8 @@ func intersect(as, bs []ring.Range) []ring.Range {
 	return out
 }
 
-// clip returns the parts of rs, sorted and merged, that lie in r.
+// clip returns the parts of rs that lie in r; rs must be sorted and
+// merged (merged), and so is what clip returns.
 func clip(r ring.Range, rs []ring.Range) []ring.Range {
 	i, _ := slices.BinarySearchFunc(rs, r.First, func(o ring.Range, h uint64) int { return cmp.Compare(o.Last, h) })
 	var out []ring.Range
