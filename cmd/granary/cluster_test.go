@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,8 +36,9 @@ func freeAddr(t *testing.T) string {
 	t.Helper()
 	ports.mu.Lock()
 	defer ports.mu.Unlock()
+	low := ephemeralLow()
 	for range 1000 {
-		port := 20000 + rand.IntN(12000)
+		port := low - 12000 + rand.IntN(12000)
 		if ports.given[port] {
 			continue
 		}
@@ -58,6 +61,24 @@ func freeAddr(t *testing.T) string {
 	}
 	t.Fatal("no free loopback port in 1000 tries")
 	return ""
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, or
+// Linux's default first one where the kernel does not say.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low < 13024 {
+		return 32768
+	}
+	return low
 }
 
 // ports are those freeAddr gave, never given twice in one test binary.
@@ -97,7 +118,8 @@ type process struct {
 	name, gateway string
 	cmd           *exec.Cmd
 	exited        chan error
-	stdout        []string // what it printed, complete once exited has sent
+	state         atomic.Pointer[os.ProcessState] // set once the process has exited
+	stdout        []string                        // what it printed, complete once exited has sent
 	stderr        lockedBuffer
 }
 
@@ -148,7 +170,7 @@ func startProcess(t *testing.T, bin, name, seed string, extra ...string) (*proce
 			for _, line := range p.stderr.warnings(50) {
 				t.Logf("%s: %s", name, line)
 			}
-			if st := p.cmd.ProcessState; st != nil {
+			if st := p.state.Load(); st != nil {
 				t.Logf("%s: exited: %s", name, st)
 			}
 		}
@@ -161,10 +183,12 @@ func startProcess(t *testing.T, bin, name, seed string, extra ...string) (*proce
 		for lines.Scan() {
 			p.stdout = append(p.stdout, lines.Text())
 		}
-		p.exited <- p.cmd.Wait()
+		err := p.cmd.Wait()
+		p.state.Store(p.cmd.ProcessState)
+		p.exited <- err
 	}()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
+		if p.state.Load() == nil {
 			_ = p.cmd.Process.Kill()
 			<-p.exited
 		}
