@@ -22,6 +22,30 @@ func ringOf(ids ...string) *ring.Ring {
 	return ring.New(silos, 0)
 }
 
+// joinedBeside returns a cluster whose silos a and b see each other, and
+// c, which joined from a view without b and is active in one that shows b
+// when withB is set: c holds the ranges it gained from the live silos of
+// its view. The clock is fake: no handoff wait ends.
+func joinedBeside(t *testing.T, withB bool) (c *fakeCluster, a, b, j *fakeSilo) {
+	t.Helper()
+	c = newFakeCluster(t)
+	c.clock = clock.NewFake(time.Unix(1000, 0))
+	a, b, j = c.add("a", 1), c.add("b", 1), c.add("c", 1)
+	ab := without(c.view(), nil, "c")
+	a.dir.SetView(ab)
+	b.dir.SetView(ab)
+	ofC := func(v cluster.View) cluster.View {
+		if withB {
+			return v
+		}
+		return without(v, nil, "b")
+	}
+	j.dir.SetView(ofC(c.viewWith(map[string]cluster.Status{"c": cluster.StatusJoining})))
+	j.dir.SetView(ofC(c.view()))
+	require.Positive(t, j.dir.Stats().Held, "c holds what it gained")
+	return c, a, b, j
+}
+
 // splitHoldGrain returns a grain that b owns among a and b, and c among
 // a and c and once b joins, and its range in the ring of a and c, which
 // begins with hashes b takes: the range c holds, waiting for a's handoff,
@@ -64,18 +88,9 @@ func splitHoldGrain(t *testing.T) (actor.GrainID, ring.Range) {
 // The part a silo still owns stays held until its entries come. The
 // clock is fake: no handoff wait ends, so only a handoff releases it.
 func TestTheStillOwnedPartOfAHeldRangeStaysHeldWhenAJoinerTakesTheRest(t *testing.T) {
-	c := newFakeCluster(t)
-	c.clock = clock.NewFake(time.Unix(1000, 0))
-	a, b, j := c.add("a", 1), c.add("b", 1), c.add("c", 1)
-	ab := without(c.view(), nil, "c")
-	a.dir.SetView(ab)
-	b.dir.SetView(ab)
+	c, a, b, j := joinedBeside(t, false)
 	id, _ := splitHoldGrain(t)
 	require.Empty(t, register(t, b, id), "b runs the grain, registered among a and b")
-
-	j.dir.SetView(without(c.viewWith(map[string]cluster.Status{"c": cluster.StatusJoining}), nil, "b"))
-	j.dir.SetView(without(c.view(), nil, "b"))
-	require.Positive(t, j.dir.Stats().Held, "c holds what it gained from a")
 	all := c.view()
 	j.dir.SetView(all)
 
@@ -108,12 +123,7 @@ func TestTheStillOwnedPartOfAHeldRangeStaysHeldWhenAJoinerTakesTheRest(t *testin
 // yet. That part has its entries: its lookups are answered at once, and
 // the rest of the range stays held.
 func TestAHandoffOfPartOfAHeldRangeReleasesThatPart(t *testing.T) {
-	c := newFakeCluster(t)
-	c.clock = clock.NewFake(time.Unix(1000, 0))
-	a, b, j := c.add("a", 1), c.add("b", 1), c.add("c", 1)
-	ab := without(c.view(), nil, "c")
-	a.dir.SetView(ab)
-	b.dir.SetView(ab)
+	c, _, b, j := joinedBeside(t, false)
 	id, held := splitHoldGrain(t)
 	require.Empty(t, register(t, b, id))
 	// rest lies in the same held range, in the part b keeps once it sees c.
@@ -125,10 +135,6 @@ func TestAHandoffOfPartOfAHeldRangeReleasesThatPart(t *testing.T) {
 			rest = grain(i)
 		}
 	}
-
-	j.dir.SetView(without(c.viewWith(map[string]cluster.Status{"c": cluster.StatusJoining}), nil, "b"))
-	j.dir.SetView(without(c.view(), nil, "b"))
-	require.Positive(t, j.dir.Stats().Held)
 	parked := make(chan string, 1)
 	j.dir.Locate(rest, "", func(silo string, _ bool, err error) {
 		assert.NoError(t, err)
@@ -155,15 +161,8 @@ func TestAHandoffOfPartOfAHeldRangeReleasesThatPart(t *testing.T) {
 // leaves it whole: a peer's many small ranges cannot grow the hold list
 // that every request scans.
 func TestAHandoffCutTooFineLeavesTheHoldWhole(t *testing.T) {
-	c := newFakeCluster(t)
-	c.clock = clock.NewFake(time.Unix(1000, 0))
-	a, b, j := c.add("a", 1), c.add("b", 1), c.add("c", 1)
-	ab := without(c.view(), nil, "c")
-	a.dir.SetView(ab)
-	b.dir.SetView(ab)
+	_, _, _, j := joinedBeside(t, false)
 	_, held := splitHoldGrain(t)
-	j.dir.SetView(without(c.viewWith(map[string]cluster.Status{"c": cluster.StatusJoining}), nil, "b"))
-	j.dir.SetView(without(c.view(), nil, "b"))
 	before := j.dir.Stats().Held
 	require.Greater(t, held.Last-held.First, uint64(4*maxHoldPieces))
 	var fine []ring.Range
