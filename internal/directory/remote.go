@@ -651,10 +651,7 @@ func (d *Directory) release(ranges []ring.Range) {
 		if len(rest) > maxHoldPieces {
 			rest = []ring.Range{h.r}
 		}
-		for _, r := range rest {
-			h.r = r
-			kept = append(kept, h)
-		}
+		kept = h.cut(rest, kept)
 	}
 	d.mu.holds = kept
 	var run []func()

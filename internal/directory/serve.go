@@ -35,19 +35,6 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 	if err := proxy.UnmarshalFresh(req.Payload, in); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", proxy.ErrBadRequest, m.Desc.FullName(), err), false
 	}
-	var ranges [][]*directorypb.Range
-	switch in := in.(type) {
-	case *directorypb.HandoffRequest:
-		ranges = append(ranges, in.GetRanges(), in.GetUnfilled())
-		for _, g := range in.GetMourning() {
-			ranges = append(ranges, g.GetRanges())
-		}
-	case *directorypb.HostedRequest:
-		ranges = append(ranges, in.GetRanges())
-	}
-	if err := badRanges(ranges...); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", proxy.ErrBadRequest, m.Desc.FullName(), err), false
-	}
 	switch in := in.(type) {
 	case *directorypb.RegisterRequest:
 		if err := d.refused(); err != nil {
@@ -74,6 +61,13 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 		d.mu.Unlock()
 		return &directorypb.UnregisterReply{}, nil, false
 	case *directorypb.HandoffRequest:
+		lists := [][]*directorypb.Range{in.GetRanges(), in.GetUnfilled()}
+		for _, g := range in.GetMourning() {
+			lists = append(lists, g.GetRanges())
+		}
+		if err := badRanges(lists...); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", proxy.ErrBadRequest, m.Desc.FullName(), err), false
+		}
 		d.stats.handoffsReceived.Add(1)
 		ranges := rangesOf(in.GetRanges())
 		from := in.GetFrom()
@@ -99,6 +93,9 @@ func (d *Directory) serve(req *host.Request) (reply proto.Message, err error, la
 		d.receivedUnfilled(s, unfilled)
 		return &directorypb.HandoffReply{}, nil, false
 	case *directorypb.HostedRequest:
+		if err := badRanges(in.GetRanges()); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", proxy.ErrBadRequest, m.Desc.FullName(), err), false
+		}
 		ranges := rangesOf(in.GetRanges())
 		asked := graceRanges(ranges) // merged and bounded once, outside the lock
 		d.mu.Lock()

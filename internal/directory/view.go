@@ -193,10 +193,7 @@ func (d *Directory) SetView(v cluster.View) {
 	for _, h := range d.mu.holds {
 		mine := clip(h.r, mineAll)
 		released = append(released, outside(h.r, mine)...)
-		for _, r := range mine {
-			h.r = r
-			kept = append(kept, h)
-		}
+		kept = h.cut(mine, kept)
 	}
 	d.mu.holds = kept
 	// A live silo that was to hand a range over and died meanwhile will
@@ -473,6 +470,16 @@ func clip(r ring.Range, rs []ring.Range) []ring.Range {
 		out = append(out, ring.Range{First: max(rs[i].First, r.First), Last: min(rs[i].Last, r.Last)})
 	}
 	return out
+}
+
+// cut appends to into the hold on each of pieces, with h's sender and
+// wait.
+func (h hold) cut(pieces []ring.Range, into []hold) []hold {
+	for _, r := range pieces {
+		h.r = r
+		into = append(into, h)
+	}
+	return into
 }
 
 // outside returns the parts of r that none of in covers; in is sorted,
